@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Code is a stable error code (E2). Callers branch on it, never on prose.
+type Code string
+
+// Call and discovery codes (E2), and execution codes (E5).
+const (
+	CodeUnknownAddress           Code = "unknown_address"
+	CodeUnknownTool              Code = "unknown_tool"
+	CodeDestructiveNeedsApproval Code = "destructive_tool_requires_approval"
+	CodeAuthRequired             Code = "auth_required"
+	CodeInvalidArgs              Code = "invalid_args"
+	CodeNotFound                 Code = "not_found"
+	CodeInputRequiredUnsupported Code = "input_required_unsupported"
+	CodeRateLimited              Code = "rate_limited"
+	CodeUnavailable              Code = "unavailable"
+	CodeTimeout                  Code = "timeout"
+	CodeCancelled                Code = "cancelled"
+	CodeConnectorCallFailed      Code = "connector_call_failed"
+	CodeBudgetExceeded           Code = "budget_exceeded"
+	CodeCatalogLookupFailed      Code = "catalog_lookup_failed"
+	CodeResultProcessingFailed   Code = "result_processing_failed"
+	CodeResultTooLarge           Code = "result_too_large"
+	CodeExecutorOverloaded       Code = "executor_overloaded"
+	CodeExecutorCancelled        Code = "executor_cancelled"
+	CodeExecutorClosed           Code = "executor_closed"
+	CodeExecutorFailed           Code = "executor_failed"
+)
+
+// FrontDoor says which surface a request came through; recovery hints differ
+// (a program is told function "connecta.search", the top level tool
+// "search_tools") and so does the page shape of discovery.
+type FrontDoor int
+
+const (
+	FrontDoorTopLevel FrontDoor = iota // the MCP tools: search_tools, call_tool, …
+	FrontDoorProgram                   // connecta.* inside execute_code
+)
+
+// Error is a typed failure as callers see it: the E1 fields plus the
+// classification details. It marshals to the `error` object of a result:
+// {code, message, retryable, retryAfterMs?, ...Details}.
+type Error struct {
+	Code         Code
+	Message      string
+	Retryable    bool
+	RetryAfterMs *int64
+	// Details are further fields in a fixed order (connector, operation,
+	// recovery, nextAction, retry, host, findings, …). Values must marshal
+	// deterministically (no maps with unordered keys where order matters).
+	Details []Field
+}
+
+// Field is one ordered key of an Error's details.
+type Field struct {
+	Key   string
+	Value any
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Detail returns the value of a details field, or nil.
+func (e *Error) Detail(key string) any {
+	for _, f := range e.Details {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes {code, message, retryable, retryAfterMs?, details…} in
+// that order, without HTML escaping.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	fields := make([]Field, 0, 4+len(e.Details))
+	fields = append(fields, Field{"code", e.Code}, Field{"message", e.Message}, Field{"retryable", e.Retryable})
+	if e.RetryAfterMs != nil {
+		fields = append(fields, Field{"retryAfterMs", *e.RetryAfterMs})
+	}
+	fields = append(fields, e.Details...)
+	return MarshalOrdered(fields)
+}
+
+// Errorf builds an Error with no details.
+func Errorf(code Code, retryable bool, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryable}
+}
+
+// MarshalOrdered writes fields as one JSON object in the given order, with
+// HTML escaping off (PITFALLS: JSON fidelity).
+func MarshalOrdered(fields []Field) ([]byte, error) {
+	buf := make([]byte, 0, 128)
+	buf = append(buf, '{')
+	for i, f := range fields {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		k, err := marshalNoEscape(f.Key)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, k...)
+		buf = append(buf, ':')
+		v, err := marshalNoEscape(f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", f.Key, err)
+		}
+		buf = append(buf, v...)
+	}
+	return append(buf, '}'), nil
+}
+
+// Object is an ordered JSON object value usable inside Details.
+type Object []Field
+
+// MarshalJSON keeps the field order.
+func (o Object) MarshalJSON() ([]byte, error) { return MarshalOrdered(o) }
+
+func marshalNoEscape(v any) ([]byte, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		return raw, nil
+	}
+	var b jsonBuffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	out := []byte(b)
+	if n := len(out); n > 0 && out[n-1] == '\n' {
+		out = out[:n-1]
+	}
+	return out, nil
+}
+
+type jsonBuffer []byte
+
+func (b *jsonBuffer) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }

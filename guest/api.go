@@ -1,0 +1,136 @@
+// Package guest runs one JavaScript program in one fresh QuickJS instance
+// compiled to WebAssembly and hosted by wazero.
+//
+// An Engine holds the wazero runtime and the compiled module (loaded from an
+// on-disk compilation cache when one is given). Engine.Run instantiates a
+// fresh module for every program, so nothing survives a run (P4). The guest
+// reaches the outside world only through the Host it is given: provider
+// function calls (async, JSON in and out) and console entries.
+//
+// This package imports nothing else of the project; the sandbox child adapts
+// it to IPC.
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Contract defaults (L5, R2, R5, L6). The engine applies them when a Limits
+// field is zero.
+const (
+	DefaultHeapBytes        = 64 << 20 // JS heap (JS_SetMemoryLimit)
+	DefaultStackBytes       = 1 << 20  // JS stack (JS_SetMaxStackSize), below the link-time shadow stack
+	DefaultCPUTime          = 250 * time.Millisecond
+	DefaultWall             = 30 * time.Second // includes host waits (L3)
+	DefaultMaxResultChars   = 24000            // R2, UTF-16 code units of the guest's JSON.stringify
+	DefaultMaxArgBytes      = 262144 - 4096    // L6, serialized host-call arguments, UTF-8 bytes
+	DefaultMaxLogEntries    = 200              // X4 per-run entry cap
+	DefaultMaxLogEntryChars = 8000             // X4 per-entry cap
+	DefaultMaxLogChars      = 256000           // X4 cumulative cap
+)
+
+// EngineOptions are fixed for the life of an Engine.
+type EngineOptions struct {
+	// CacheDir is the wazero compilation cache directory. Empty compiles in
+	// memory (about 280 ms). The engine never looks at the environment.
+	CacheDir string
+	// MemoryLimitBytes caps wasm linear memory (the backstop above the JS
+	// heap limit). Zero picks a cap comfortably above DefaultHeapBytes.
+	MemoryLimitBytes uint64
+}
+
+// Limits bound one run. Zero fields take the defaults above.
+type Limits struct {
+	HeapBytes        uint64
+	StackBytes       uint64
+	CPUTime          time.Duration // guest thread CPU time; host waits do not count
+	Wall             time.Duration // wall deadline including host waits
+	MaxResultChars   int
+	MaxArgBytes      int
+	MaxLogEntries    int
+	MaxLogEntryChars int
+	MaxLogChars      int
+}
+
+// Provider is one guest global (for example "connecta") whose own members
+// named in Functions are async host calls. Any other member, inherited ones
+// included, fails in the guest with "Unknown function <name>.<member>" and
+// makes no host call (X8).
+type Provider struct {
+	Name      string
+	Functions []string
+}
+
+// Program is one run.
+type Program struct {
+	Code      string     // the model's program (P1 normalization applies)
+	Prelude   string     // trusted code run after provider globals exist, before Code
+	Providers []Provider //
+	Limits    Limits
+}
+
+// Call is one host call made by the guest.
+type Call struct {
+	ID       uint32
+	Provider string
+	Function string
+	Args     json.RawMessage // JSON array of the call's arguments, as the guest serialized it
+}
+
+// Reply settles a Call. When Err is non-empty the guest's promise rejects
+// with new Error(Err); otherwise it resolves with Value (JSON; empty = undefined).
+type Reply struct {
+	Value json.RawMessage
+	Err   string
+}
+
+// LogEntry is one captured console entry, already capped.
+type LogEntry struct {
+	Level string // log, info, warn, error, debug
+	Text  string
+}
+
+// Host is what the guest can reach. Call is invoked on the engine's goroutine
+// and must not block: it starts the work and arranges for settle to be called
+// exactly once, from any goroutine. A settle after Run returned is ignored.
+// Log is called synchronously, in call order, as each entry is captured.
+type Host interface {
+	Call(ctx context.Context, call Call, settle func(Reply))
+	Log(entry LogEntry)
+}
+
+// ErrorKind classifies why a program failed.
+type ErrorKind string
+
+const (
+	ErrThrown      ErrorKind = "thrown"    // the program threw or rejected (including syntax errors)
+	ErrSyntax      ErrorKind = "syntax"    // the program did not parse
+	ErrCPU         ErrorKind = "cpu"       // guest CPU budget exhausted (uncatchable)
+	ErrDeadline    ErrorKind = "deadline"  // wall deadline (L3)
+	ErrCancelled   ErrorKind = "cancelled" // the caller's context ended
+	ErrOutOfMemory ErrorKind = "out_of_memory"
+	ErrStall       ErrorKind = "stall"    // awaits something that can never settle (X6)
+	ErrResult      ErrorKind = "result"   // the result is not JSON-serializable (X9)
+	ErrInternal    ErrorKind = "internal" // engine failure (trap, setup)
+)
+
+// ProgramError is a failed run. Message is the guest-visible text
+// ("<name>: <message>" unless the name is Error; may be empty: E5).
+type ProgramError struct {
+	Kind    ErrorKind
+	Message string
+}
+
+func (e *ProgramError) Error() string { return e.Message }
+
+// Outcome is what a run produced.
+type Outcome struct {
+	Value         json.RawMessage // R2-bounded JSON; nil when the program returned undefined
+	Err           *ProgramError   // nil on success
+	Logs          []string        // every captured entry (caps applied), in order
+	CPUTime       time.Duration
+	PeakHeapBytes uint64
+	HostCalls     int
+}
