@@ -1,0 +1,305 @@
+package activity
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestV2_FrictionTable(t *testing.T) {
+	cases := map[string]string{
+		"unknown_address":                    "tool_not_found",
+		"unknown_tool":                       "tool_not_found",
+		"invalid_args":                       "schema_retry",
+		"destructive_tool_requires_approval": "destructive_reroute",
+		"auth_required":                      "auth_required",
+		"result_too_large":                   "result_too_large",
+		"":                                   "",
+		"timeout":                            "",
+		"unavailable":                        "",
+		"connector_call_failed":              "",
+		"budget_exceeded":                    "",
+		"ambiguous_tool_alias":               "", // retired in 0.24.4
+	}
+	for code, want := range cases {
+		if got := Friction(code); got != want {
+			t.Errorf("Friction(%q) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+func TestV2_EventJSONShape(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "activity.jsonl")
+	var logBuf bytes.Buffer
+	r, err := New(Options{File: file, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil)), ServerName: "connecta", ServerVersion: "1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Record(Event{RequestID: "req-1", Actor: "laptop", ConnectorID: "tracker", ToolName: "list_issues",
+		Address: "tracker.list_issues", Source: SourceExecuteCode, Outcome: OutcomeError, DurationMs: 12, Attempts: 1,
+		ErrorCode: "invalid_args"})
+	r.Record(Event{ConnectorID: "tracker", ToolName: "get", Address: "tracker.get", Source: SourceCallTool,
+		Outcome: OutcomeSuccess, DurationMs: 3, Attempts: 1})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", data)
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range first {
+		keys = append(keys, k)
+	}
+	wantKeys := []string{"actor", "address", "attempts", "connectorId", "durationMs", "errorCode", "friction", "id",
+		"occurredAt", "outcome", "requestId", "serverName", "serverVersion", "source", "toolName"}
+	if !sameSet(keys, wantKeys) {
+		t.Fatalf("keys %v, want %v", keys, wantKeys)
+	}
+	if first["friction"] != "schema_retry" || first["serverName"] != "connecta" || first["serverVersion"] != "1.2.3" {
+		t.Fatalf("unexpected event %v", first)
+	}
+	if id, _ := first["id"].(string); len(id) != 16 {
+		t.Fatalf("id %q is not 16 hex digits", id)
+	}
+	if strings.Contains(lines[1], "errorCode") || strings.Contains(lines[1], "friction") {
+		t.Fatalf("empty errorCode/friction not omitted: %s", lines[1])
+	}
+	info, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode %v, want 0600", info.Mode().Perm())
+	}
+	// One slog line per event, with the same payload-free fields.
+	if n := strings.Count(logBuf.String(), `"msg":"activity"`); n != 2 {
+		t.Fatalf("want 2 log lines, got %d: %s", n, logBuf.String())
+	}
+}
+
+func TestV1_FileAppendsAcrossRecorders(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a.jsonl")
+	for i := 0; i < 2; i++ {
+		r, err := New(Options{File: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Record(Event{ConnectorID: "c", ToolName: "t", Address: "c.t", Source: SourceCallTool, Outcome: OutcomeSuccess, Attempts: 1})
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(file)
+	if strings.Count(string(data), "\n") != 2 {
+		t.Fatalf("want 2 appended lines, got %q", data)
+	}
+}
+
+func TestV1_RingIsBoundedNewestFirst(t *testing.T) {
+	r, err := New(Options{Ring: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		r.Record(Event{ConnectorID: "c", ToolName: name, Address: "c." + name})
+	}
+	got := r.Recent(0)
+	var names []string
+	for _, e := range got {
+		names = append(names, e.ToolName)
+	}
+	if !reflect.DeepEqual(names, []string{"e", "d", "c"}) {
+		t.Fatalf("Recent = %v", names)
+	}
+	if got := r.Recent(2); len(got) != 2 || got[0].ToolName != "e" {
+		t.Fatalf("Recent(2) = %v", got)
+	}
+	if _, err := New(Options{Ring: -1}); err == nil {
+		t.Fatal("negative ring accepted")
+	}
+	def, _ := New(Options{})
+	if len(def.ring) != DefaultRing {
+		t.Fatalf("default ring %d", len(def.ring))
+	}
+}
+
+func TestV3_IdentityClamp(t *testing.T) {
+	r, _ := New(Options{})
+	huge := strings.Repeat("x", 50_000)
+	emoji := strings.Repeat("😀", 40) // 160 bytes of 4-byte runes
+	invalid := strings.Repeat("\xff\xfe", 30_000)
+	cases := []struct {
+		name                  string
+		connector, tool, addr string
+	}{
+		{"50KB ascii", huge, huge, huge + "." + huge},
+		{"multibyte runes", emoji, emoji, emoji + "." + emoji},
+		{"invalid utf-8", invalid, invalid, invalid},
+		{"mixed", "é" + invalid + emoji, emoji + huge, "\x80" + huge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r.Record(Event{ConnectorID: tc.connector, ToolName: tc.tool, Address: tc.addr})
+			e := r.Recent(1)[0]
+			for _, f := range []struct {
+				v   string
+				max int
+			}{{e.ConnectorID, MaxIdentityBytes}, {e.ToolName, MaxIdentityBytes}, {e.Address, MaxAddressBytes}} {
+				if len(f.v) > f.max {
+					t.Errorf("%d bytes > %d", len(f.v), f.max)
+				}
+				if !utf8.ValidString(f.v) {
+					t.Errorf("invalid UTF-8 %q", f.v)
+				}
+				if !strings.HasSuffix(f.v, ClampMarker) {
+					t.Errorf("clamped value lacks the marker: %q", f.v)
+				}
+			}
+		})
+	}
+	// Short values are exact and untagged.
+	r.Record(Event{ConnectorID: "tracker", ToolName: "list", Address: "tracker.list"})
+	e := r.Recent(1)[0]
+	if e.ConnectorID != "tracker" || e.ToolName != "list" || e.Address != "tracker.list" {
+		t.Fatalf("short values changed: %+v", e)
+	}
+	// Exactly at the bound stays exact.
+	at := strings.Repeat("a", MaxIdentityBytes)
+	if got := Clamp(at, MaxIdentityBytes); got != at {
+		t.Fatal("value at the bound was clamped")
+	}
+	if got := Clamp(at+"b", MaxIdentityBytes); len(got) != MaxIdentityBytes || !strings.HasSuffix(got, ClampMarker) {
+		t.Fatalf("one over the bound: %d bytes %q", len(got), got)
+	}
+	// Never splits a rune: 125 bytes of room over 4-byte runes keeps 31 runes.
+	if got := Clamp(emoji, MaxIdentityBytes); got != strings.Repeat("😀", 31)+ClampMarker {
+		t.Fatalf("rune split: %q", got)
+	}
+}
+
+func TestV1_ConcurrentRecord(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.jsonl")
+	r, err := New(Options{Ring: 50, File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 8, 200
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				r.Record(Event{ConnectorID: "c", ToolName: "t", Address: "c.t", Outcome: OutcomeSuccess, Attempts: 1})
+				_ = r.Recent(5)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	r.Record(Event{ConnectorID: "after", ToolName: "close"}) // still reaches the ring
+	if r.Recent(1)[0].ConnectorID != "after" {
+		t.Fatal("record after close lost")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	ids := map[string]bool{}
+	n := 0
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("line %d not one JSON event: %v", n, err)
+		}
+		ids[e.ID] = true
+		n++
+	}
+	if n != goroutines*each || len(ids) != n {
+		t.Fatalf("%d lines, %d distinct ids; want %d", n, len(ids), goroutines*each)
+	}
+	if got := len(r.Recent(0)); got != 50 {
+		t.Fatalf("ring holds %d", got)
+	}
+}
+
+func TestV2_ExplicitFrictionKeptAndNegativesClamped(t *testing.T) {
+	r, _ := New(Options{})
+	r.Record(Event{ErrorCode: "unknown_tool", DurationMs: -5, Attempts: -1})
+	e := r.Recent(1)[0]
+	if e.Friction != "tool_not_found" || e.DurationMs != 0 || e.Attempts != 0 {
+		t.Fatalf("%+v", e)
+	}
+	r.Record(Event{Friction: FrictionResultTooLarge})
+	if e := r.Recent(1)[0]; e.Friction != FrictionResultTooLarge {
+		t.Fatalf("explicit friction lost: %+v", e)
+	}
+}
+
+func FuzzClamp(f *testing.F) {
+	f.Add("tracker", 128)
+	f.Add(strings.Repeat("😀", 40), 128)
+	f.Add("\xff\xfe\xfd", 2)
+	f.Fuzz(func(t *testing.T, s string, max int) {
+		if max < 0 || max > 1<<16 {
+			return
+		}
+		got := Clamp(s, max)
+		if len(got) > max || !utf8.ValidString(got) {
+			t.Fatalf("Clamp(%q, %d) = %q", s, max, got)
+		}
+		if utf8.ValidString(s) && len(s) <= max && got != s {
+			t.Fatalf("short valid value changed")
+		}
+	})
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]bool{}
+	for _, x := range a {
+		m[x] = true
+	}
+	for _, x := range b {
+		if !m[x] {
+			return false
+		}
+	}
+	return true
+}
+
+func BenchmarkRecord(b *testing.B) {
+	r, _ := New(Options{File: filepath.Join(b.TempDir(), "b.jsonl")})
+	defer r.Close()
+	e := Event{ConnectorID: "tracker", ToolName: "list", Address: "tracker.list", Source: SourceCallTool, Outcome: OutcomeSuccess, Attempts: 1}
+	for b.Loop() {
+		r.Record(e)
+	}
+}

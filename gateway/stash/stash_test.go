@@ -1,0 +1,299 @@
+package stash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+// readAll pages through handle from offset 0 and returns the concatenation.
+func readAll(t *testing.T, s Store, handle string, limit int) (string, int) {
+	t.Helper()
+	var b strings.Builder
+	offset, pages := 0, 0
+	for {
+		p, err := s.Get(context.Background(), handle, offset, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if p.Offset != offset {
+			t.Fatalf("page offset %d, asked %d", p.Offset, offset)
+		}
+		b.WriteString(p.Text)
+		if p.NextOffset == nil {
+			if offset+len(p.Text) != p.TotalBytes {
+				t.Fatalf("last page ends at %d of %d", offset+len(p.Text), p.TotalBytes)
+			}
+			return b.String(), pages
+		}
+		if *p.NextOffset <= offset {
+			t.Fatalf("no progress at %d", offset)
+		}
+		offset = *p.NextOffset
+	}
+}
+
+func TestGetResult_PagesReproduceTextByteForByte(t *testing.T) {
+	m := NewMemory(Options{})
+	text := strings.Repeat("aé😀中", 1000)
+	h, err := m.Put(context.Background(), text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{1, 2, 3, 5, 7, 100, 4096, len(text), len(text) + 10} {
+		got, _ := readAll(t, m, h, limit)
+		if got != text {
+			t.Fatalf("limit %d: pages do not reproduce the text", limit)
+		}
+	}
+}
+
+func TestGetResult_UTF8Alignment(t *testing.T) {
+	m := NewMemory(Options{})
+	text := "a😀b" // a at 0, 😀 at 1..4, b at 5
+	h, _ := m.Put(context.Background(), text)
+	ctx := context.Background()
+	cases := []struct {
+		offset, limit int
+		wantOffset    int
+		wantText      string
+		wantNext      int // -1 for none
+	}{
+		{0, 1, 0, "a", 1},
+		{0, 2, 0, "a", 1},     // end falls inside 😀: moved back
+		{1, 1, 1, "😀", 5},     // empty page: extended past the character
+		{2, 1, 1, "😀", 5},     // offset inside 😀: moved back to its start
+		{3, 10, 1, "😀b", -1},  // to the end
+		{5, 1, 5, "b", -1},    // last byte
+		{6, 1, 6, "", -1},     // at the end
+		{100, 1, 100, "", -1}, // past the end
+		{0, 0, 0, "a😀b", -1},  // limit 0 = default page size
+	}
+	for _, tc := range cases {
+		p, err := m.Get(ctx, h, tc.offset, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := -1
+		if p.NextOffset != nil {
+			next = *p.NextOffset
+		}
+		if p.Offset != tc.wantOffset || p.Text != tc.wantText || next != tc.wantNext || p.TotalBytes != 6 {
+			t.Errorf("Get(%d,%d) = {off %d, %q, next %d, total %d}; want {off %d, %q, next %d}",
+				tc.offset, tc.limit, p.Offset, p.Text, next, p.TotalBytes, tc.wantOffset, tc.wantText, tc.wantNext)
+		}
+	}
+}
+
+func TestGetResult_TypedErrors(t *testing.T) {
+	c := newClock()
+	m := NewMemory(Options{TTL: time.Minute, Now: c.now})
+	ctx := context.Background()
+	h, _ := m.Put(ctx, "data")
+
+	_, err := m.Get(ctx, "nope", 0, 10)
+	var he *HandleError
+	if !errors.As(err, &he) || !errors.Is(err, ErrUnknownHandle) {
+		t.Fatalf("unknown handle: %v", err)
+	}
+	if err.Error() != `Unknown or expired result id "nope"` {
+		t.Fatalf("message %q", err.Error())
+	}
+	_, err = m.Get(ctx, strings.Repeat("x", 10_000), 0, 10)
+	if len(err.Error()) > 200 {
+		t.Fatalf("hostile handle not clamped in the message: %d bytes", len(err.Error()))
+	}
+
+	var re *RangeError
+	if _, err := m.Get(ctx, h, -1, 10); !errors.As(err, &re) || re.Field != "offset" {
+		t.Fatalf("negative offset: %v", err)
+	}
+	if _, err := m.Get(ctx, h, 0, -1); !errors.As(err, &re) || re.Field != "maxBytes" {
+		t.Fatalf("negative limit: %v", err)
+	}
+
+	c.advance(time.Minute)
+	if _, err := m.Get(ctx, h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
+		t.Fatalf("expired handle: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Put(cctx, "x"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled put: %v", err)
+	}
+}
+
+func TestGetResult_TTLBeforeExpiry(t *testing.T) {
+	c := newClock()
+	m := NewMemory(Options{TTL: time.Minute, Now: c.now})
+	h, _ := m.Put(context.Background(), "data")
+	c.advance(time.Minute - time.Nanosecond)
+	if _, err := m.Get(context.Background(), h, 0, 10); err != nil {
+		t.Fatalf("entry gone before its TTL: %v", err)
+	}
+	// Expired entries are swept by a later Put and stop counting bytes.
+	c.advance(time.Second)
+	_, _ = m.Put(context.Background(), "y")
+	m.mu.Lock()
+	total := m.total
+	m.mu.Unlock()
+	if total != 1 {
+		t.Fatalf("total %d after sweep, want 1", total)
+	}
+}
+
+func TestGetResult_BoundedByBytesEvictsOldest(t *testing.T) {
+	m := NewMemory(Options{MaxBytes: 10})
+	ctx := context.Background()
+	h1, _ := m.Put(ctx, "aaaa")
+	h2, _ := m.Put(ctx, "bbbb")
+	h3, _ := m.Put(ctx, "cccc") // evicts h1
+	if _, err := m.Get(ctx, h1, 0, 0); !errors.Is(err, ErrUnknownHandle) {
+		t.Fatalf("oldest not evicted: %v", err)
+	}
+	for _, h := range []string{h2, h3} {
+		if _, err := m.Get(ctx, h, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Put(ctx, strings.Repeat("z", 11)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized put: %v", err)
+	}
+	if _, err := m.Put(ctx, strings.Repeat("z", 10)); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.total != 10 || m.order.Len() != 1 {
+		t.Fatalf("total %d, entries %d", m.total, m.order.Len())
+	}
+}
+
+func TestGetResult_HandlesAreUnguessable(t *testing.T) {
+	m := NewMemory(Options{})
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		h, err := m.Put(context.Background(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !uuid.MatchString(h) || seen[h] {
+			t.Fatalf("handle %q", h)
+		}
+		seen[h] = true
+	}
+}
+
+func TestGetResult_Concurrent(t *testing.T) {
+	m := NewMemory(Options{MaxBytes: 1 << 12})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				data := fmt.Sprintf("%d-%d-%s", g, i, strings.Repeat("é", i%50))
+				h, err := m.Put(context.Background(), data)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p, err := m.Get(context.Background(), h, 0, len(data))
+				if err == nil && p.Text != data {
+					t.Errorf("got %q want %q", p.Text, data)
+				} else if err != nil && !errors.Is(err, ErrUnknownHandle) {
+					t.Error(err)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.total > 1<<12 {
+		t.Fatalf("total %d over the bound", m.total)
+	}
+}
+
+func FuzzPageOf(f *testing.F) {
+	f.Add("a😀b", 2, 1)
+	f.Add("\xff\x80\x80\x80\x80\x80é", 1, 1)
+	f.Add(strings.Repeat("中", 20), 7, 5)
+	f.Fuzz(func(t *testing.T, data string, offset, limit int) {
+		if offset < 0 || limit <= 0 || offset > len(data)+8 {
+			return
+		}
+		// A page never exceeds its limit except to make progress past one
+		// character, stays inside the text, and is valid when the text is.
+		p := PageOf(data, offset, limit)
+		if p.TotalBytes != len(data) {
+			t.Fatal("total")
+		}
+		if offset >= len(data) {
+			if p.Text != "" || p.NextOffset != nil {
+				t.Fatal("past-the-end page not empty")
+			}
+			return
+		}
+		if p.Offset > offset || p.Offset < offset-3 || p.Text != data[p.Offset:p.Offset+len(p.Text)] {
+			t.Fatalf("page misplaced: %+v", p)
+		}
+		if len(p.Text) == 0 || len(p.Text) > max(limit, utf8.UTFMax) {
+			t.Fatalf("page length %d for limit %d", len(p.Text), limit)
+		}
+		if utf8.ValidString(data) && !utf8.ValidString(p.Text) {
+			t.Fatalf("split a character: %q", p.Text)
+		}
+		// Walking from 0 reproduces the text exactly.
+		var b strings.Builder
+		off := 0
+		for steps := 0; ; steps++ {
+			q := PageOf(data, off, limit)
+			if q.Offset != off {
+				t.Fatalf("walk: page at %d reports %d", off, q.Offset)
+			}
+			b.WriteString(q.Text)
+			if q.NextOffset == nil {
+				break
+			}
+			if *q.NextOffset <= off || steps > len(data) {
+				t.Fatal("walk makes no progress")
+			}
+			off = *q.NextOffset
+		}
+		if b.String() != data {
+			t.Fatal("walk does not reproduce the text")
+		}
+	})
+}
+
+func BenchmarkPageOf(b *testing.B) {
+	data := strings.Repeat("aé😀中", 50_000)
+	for b.Loop() {
+		for off := 0; off < len(data); off += 50_000 {
+			_ = PageOf(data, off, 50_000)
+		}
+	}
+}
