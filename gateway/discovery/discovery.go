@@ -1,0 +1,138 @@
+// Package discovery is the one search and describe service both front doors
+// use (S6): connecta.search / connecta.describe inside programs and the
+// top-level search_tools. The front door is a parameter: programs get the flat
+// page with key lists on by default, the top level the page grouped by
+// connector, and recovery records name the surface the caller has.
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/connecta-dev/connecta/gateway"
+)
+
+// Contract bounds (S1, S3, S4, spec-meta-tools §4).
+const (
+	DefaultLimit          = 8
+	MaxLimit              = 100
+	MaxDescribeAddresses  = 100
+	MaxResultBytes        = 256_000 // serialized discovery page
+	MaxConnectorArgBytes  = 512     // a longer connector scope is refused whole
+	MaxConnectorTitle     = 120     // UTF-8 bytes of a shown title, "…" included
+	SearchDescriptionLen  = 160     // UTF-16 units of a search row description
+	DescribeDescriptionLn = 240     // UTF-16 units of a describe entry description
+	GuideSummaryLen       = 120     // UTF-16 units of a guide summary
+	MaxSuggestions        = 3       // canonical addresses offered on a close miss
+	MaxIdentityConnectors = 3       // connectors a no-match search names back
+	DefaultConcurrency    = 4       // catalogs loaded at once
+	DefaultCatalogTimeout = 30 * time.Second
+
+	// suggestionCellBudget bounds edit-distance work per describe call; past
+	// it only containment suggests (a hostile catalog of long names cannot
+	// make a miss expensive).
+	suggestionCellBudget = 20_000_000
+)
+
+// CatalogReader is what discovery needs of the connector registry
+// (CONNECTORS' Registry implements it).
+type CatalogReader interface {
+	Connectors() []gateway.ConnectorInfo
+	// Tools is the cached listing of one connector; *gateway.Error on failure.
+	Tools(ctx context.Context, connectorID string) ([]gateway.Tool, error)
+	// ReadOnly is the fail-closed predicate, operator classification included.
+	ReadOnly(t *gateway.Tool) bool
+	// ObservedOutputSchema is the S9 observation, nil when none.
+	ObservedOutputSchema(t *gateway.Tool) json.RawMessage
+}
+
+// Options configure a Service.
+type Options struct {
+	Catalog CatalogReader
+	// Concurrency is how many catalogs one search loads at once (default 4).
+	Concurrency int
+	// CatalogTimeout bounds each catalog load (default 30 s).
+	CatalogTimeout time.Duration
+	// MeasureTopLevel returns the size the top-level search_tools result will
+	// have for a page (both copies and JSON escaping). Default:
+	// TopLevelResultBytes.
+	MeasureTopLevel func(page []byte) int
+}
+
+// Service is the discovery service. It holds no per-request state (only a
+// bounded cache of lexical indexes) and is safe for concurrent use.
+type Service struct {
+	mu      sync.Mutex
+	indexes map[indexKey]*catalogIndex // lexical indexes of recent listings
+
+	catalog     CatalogReader
+	concurrency int
+	timeout     time.Duration
+	measureTop  func([]byte) int
+}
+
+// New builds a Service.
+func New(opts Options) (*Service, error) {
+	if opts.Catalog == nil {
+		return nil, errors.New("discovery: Options.Catalog is required")
+	}
+	s := &Service{
+		indexes:     map[indexKey]*catalogIndex{},
+		catalog:     opts.Catalog,
+		concurrency: opts.Concurrency,
+		timeout:     opts.CatalogTimeout,
+		measureTop:  opts.MeasureTopLevel,
+	}
+	if s.concurrency <= 0 {
+		s.concurrency = DefaultConcurrency
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultCatalogTimeout
+	}
+	if s.measureTop == nil {
+		s.measureTop = TopLevelResultBytes
+	}
+	return s, nil
+}
+
+// TopLevelResultBytes is the serialized size of the MCP tool result that
+// carries page as both its text content and its structuredContent:
+// {"content":[{"type":"text","text":"<page>"}],"structuredContent":<page>}.
+func TopLevelResultBytes(page []byte) int {
+	text, _ := json.Marshal(string(page)) // escaping the way the SDK's encoder does
+	return len(`{"content":[{"type":"text","text":`) + len(text) + len(`}],"structuredContent":`) + len(page) + len(`}`)
+}
+
+func invalidArgs(msg string) *gateway.Error {
+	return &gateway.Error{Code: gateway.CodeInvalidArgs, Message: msg, Retryable: false}
+}
+
+func resultTooLarge(bytes int, hint string) *gateway.Error {
+	return &gateway.Error{
+		Code: gateway.CodeResultTooLarge,
+		Message: fmt.Sprintf("Discovery result is %d UTF-8 bytes, over the %d-byte ceiling. %s",
+			bytes, MaxResultBytes, hint),
+		Retryable: false,
+	}
+}
+
+// Hints naming the ways to ask for less (S3).
+const (
+	searchTooLargeHint   = `Lower limit, drop fullDescriptions, or request includeSchemas: "compact".`
+	describeTooLargeHint = `Describe fewer addresses, drop fullDescriptions, or use format: "compact".`
+)
+
+// routeName names the discovery surface in a catalog timeout message.
+func routeName(front gateway.FrontDoor, describe bool) string {
+	switch {
+	case describe:
+		return "connecta.describe"
+	case front == gateway.FrontDoorProgram:
+		return "connecta.search"
+	}
+	return "search_tools"
+}

@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Address-miss refusals (E7), shared by discovery (describe) and invocation
+// (call) so both front doors build the same unknown_address / unknown_tool
+// record. Owned by DISCOVERY; uses only gateway types.
+
+// MaxEchoBytes is the E7 clamp on caller-authored text echoed back in a
+// refusal (the message, the derived recovery query, a describe entry's
+// address).
+const MaxEchoBytes = 512
+
+// echoMarker ends clipped caller-authored text.
+const echoMarker = "…"
+
+// Recovery purposes, fixed text.
+const (
+	unknownAddressPurpose = "Find the configured canonical address before retrying."
+	unknownToolPurpose    = "Find the connector's current canonical tool address."
+)
+
+// ClampEcho clamps caller-authored text to MaxEchoBytes UTF-8 bytes and
+// appends "…" when it clipped; short text is returned exact and untagged.
+func ClampEcho(s string) string { return ClampUTF8(s, MaxEchoBytes) }
+
+// ClampUTF8 keeps at most maxBytes bytes of s without splitting a code
+// point, appending "…" when it clipped (so a clipped value is at most
+// maxBytes+3 bytes, as the original boundedEchoText).
+func ClampUTF8(s string, maxBytes int) string {
+	if len(s) <= maxBytes {
+		return s
+	}
+	end := max(maxBytes, 0)
+	// Walk back off continuation bytes so the clamp never manufactures U+FFFD.
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + echoMarker
+}
+
+// RecoveryQuery derives discovery search terms from an address or tool name
+// the catalog could not resolve: the part after the first ".", runs of
+// [._-] replaced by a space, trimmed, then clamped (E7). An empty result
+// falls back to the whole input.
+func RecoveryQuery(address string) string {
+	candidate := address
+	if i := strings.IndexByte(address, '.'); i >= 0 {
+		candidate = address[i+1:]
+	}
+	var b strings.Builder
+	b.Grow(len(candidate))
+	inRun := false
+	for i := 0; i < len(candidate); i++ {
+		c := candidate[i]
+		if c == '.' || c == '_' || c == '-' {
+			if !inRun {
+				b.WriteByte(' ')
+			}
+			inRun = true
+			continue
+		}
+		inRun = false
+		b.WriteByte(c)
+	}
+	q := strings.TrimFunc(b.String(), isJSWhitespace)
+	if q == "" {
+		q = address
+	}
+	return ClampEcho(q)
+}
+
+// SearchNextAction is the scoped-discovery recovery record, keyed to the
+// surface the caller has: a program is sent to function "connecta.search"
+// (it cannot call search_tools), the top level to tool "search_tools".
+// connector is omitted when empty.
+func SearchNextAction(front FrontDoor, query, connector, purpose string) Object {
+	args := Object{{"query", query}}
+	if connector != "" {
+		args = append(args, Field{"connector", connector})
+	}
+	args = append(args, Field{"includeSchemas", "compact"})
+	if front == FrontDoorProgram {
+		return Object{{"function", "connecta.search"}, {"arguments", args}, {"purpose", purpose}}
+	}
+	return Object{{"tool", "search_tools"}, {"arguments", args}, {"purpose", purpose}}
+}
+
+// UnknownAddress is the E7 refusal for an address that names no configured
+// connector (or has no tool part). retryable is pinned false.
+func UnknownAddress(front FrontDoor, address string) *Error {
+	return &Error{
+		Code:      CodeUnknownAddress,
+		Message:   `Unknown address "` + ClampEcho(address) + `"`,
+		Retryable: false,
+		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(address), "",
+			unknownAddressPurpose)}},
+	}
+}
+
+// UnknownTool is the E7 refusal for a configured connector whose catalog
+// has no tool of that name. retryable is pinned false.
+func UnknownTool(front FrontDoor, connectorID, toolName string) *Error {
+	return &Error{
+		Code:      CodeUnknownTool,
+		Message:   `Unknown tool "` + ClampEcho(toolName) + `" on connector "` + connectorID + `"`,
+		Retryable: false,
+		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(toolName), connectorID,
+			unknownToolPurpose)}},
+	}
+}
+
+// isJSWhitespace is the set String.prototype.trim removes (WhiteSpace and
+// LineTerminator), which differs from unicode.IsSpace at U+0085 and U+FEFF.
+func isJSWhitespace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200A
+}
