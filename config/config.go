@@ -1,0 +1,261 @@
+// Package config loads connecta's one YAML configuration file: strict
+// decoding (every refusal names file, line and field), the defaults pinned in
+// DECISIONS.md, validation, secret references resolved through an explicit
+// Resolver, and the embedded default used when no file is given.
+//
+// Beyond the pinned DECISIONS.md shape there is one additive key: a connector
+// may say `builtin: demo` instead of url/command (the embedded default does).
+//
+// The package reads no environment and keeps no state: the caller passes a
+// Resolver that says how to look up environment variables, where systemd's
+// credentials live and how to read files.
+package config
+
+import (
+	"time"
+)
+
+// Config is a loaded, validated configuration. Durations come from the
+// `…Ms` keys (milliseconds in the file), sizes are bytes.
+type Config struct {
+	// File is the name the configuration was loaded from (used in messages).
+	File string
+
+	Listen     string // host:port of the HTTP listener
+	ListenLine int    // line of `listen` in File; 0 when defaulted
+	PublicURL  string // "" when unset
+
+	Auth       Auth
+	Requests   Requests
+	Executor   Executor
+	Execute    Execute
+	Catalog    Catalog
+	Results    Results
+	Activity   Activity
+	Connectors []Connector
+
+	warnings []Warning
+}
+
+// Auth holds the server's bearer tokens. No tokens means a loopback-only
+// server: a non-loopback listen address is refused.
+type Auth struct {
+	Tokens []Token
+}
+
+// Token is one accepted bearer token and the actor it stands for.
+type Token struct {
+	Name  string // the actor recorded in activity
+	Token Secret // resolved; never empty
+	// Reference is the token's configured text (e.g.
+	// "${credential:connecta-token}"), safe to show.
+	Reference string
+	Line      int
+}
+
+// Requests is the /mcp request admission (a global FIFO before auth) and the
+// request body cap.
+type Requests struct {
+	MaxActive    int
+	MaxQueue     int // 0 = fail fast when every slot is busy
+	QueueTimeout time.Duration
+	RetryAfter   time.Duration
+	MaxBodyBytes int64
+}
+
+// Executor configures the sandbox pool (supervisor).
+type Executor struct {
+	Concurrency       int // slots
+	MaxQueueSize      int // 0 = fail fast when every slot is busy
+	QueueTimeout      time.Duration
+	Spares            int           // warm children kept ready
+	Timeout           time.Duration // wall deadline per program (X1)
+	CPUTime           time.Duration // guest CPU per program
+	MemoryLimitBytes  int64
+	MaxStackSizeBytes int64
+	// CacheDir is the wazero compilation cache; "" means the caller picks
+	// ($CACHE_DIRECTORY under systemd, else under the user's cache dir).
+	CacheDir string
+}
+
+// Execute holds the per-program budgets of execute_code.
+type Execute struct {
+	MaxHostCalls     int
+	HostCallTimeout  time.Duration
+	MaxEmittedBytes  int64
+	MaxEmittedBlocks int
+}
+
+// Catalog configures the per-connector tool listing cache.
+type Catalog struct {
+	TTL time.Duration
+}
+
+// Results configures inline result size and the get_result stash.
+type Results struct {
+	MaxInlineBytes int64
+	StashTTL       time.Duration
+	StashMaxBytes  int64
+}
+
+// Activity configures the activity ring and the optional JSON-lines file.
+type Activity struct {
+	Ring int
+	File string // "" = no file; relative paths are resolved against the config file's directory
+}
+
+// Connector is one downstream MCP server. Exactly one of URL (remote MCP over
+// streamable HTTP), Command (stdio MCP) or Builtin is set.
+type Connector struct {
+	ID          string
+	Title       string // whitespace-normalized; "" when not configured
+	Description string
+	Guide       string // Markdown; from `guide` or the contents of `guideFile`
+	GuideFile   string // resolved path when the guide came from a file
+
+	// Builtin names an in-process connector ("demo"). For a builtin, an empty
+	// Title, Description or Guide means "use the builtin's own".
+	Builtin string
+	URL     string
+	Headers []Header // only with URL, in file order; unresolved ones are left out (see Missing)
+	Command []string // only for stdio: argv, Command[0] is the program
+	Env     []EnvVar // only with Command, in file order; the child's whole environment; unresolved ones are left out (see Missing)
+
+	MaxConcurrency   int
+	ReadOnly         []string // tool names classified read-only by the operator
+	ApprovalRequired []string // tool names that always need call_destructive_tool
+
+	// Missing lists the credential references that could not be resolved.
+	// The connector still loads; its calls fail auth_required with recovery
+	// operator_config naming the first entry.
+	Missing []MissingCredential
+
+	Line int // line of the connector's entry
+}
+
+// Header is one HTTP header sent to a remote connector.
+type Header struct {
+	Name  string
+	Value Secret
+}
+
+// EnvVar is one environment variable of a stdio connector.
+type EnvVar struct {
+	Name  string
+	Value Secret // may be empty (an explicit empty literal)
+}
+
+// MissingCredential is a connector credential reference that did not
+// resolve at load.
+type MissingCredential struct {
+	Reference string // as written, e.g. "${credential:tracker-token}"
+	Field     string // the config key, e.g. "connectors[0].headers.Authorization"
+	Reason    string // why, without any secret value
+	Line      int
+}
+
+// Builtin connector kinds.
+const (
+	BuiltinDemo = "demo"
+)
+
+// Defaults (DECISIONS.md, "Configuration").
+const (
+	DefaultListen = "127.0.0.1:8787"
+
+	DefaultRequestsMaxActive    = 16
+	DefaultRequestsMaxQueue     = 32
+	DefaultRequestsQueueTimeout = 5000 * time.Millisecond
+	DefaultRequestsRetryAfter   = 1000 * time.Millisecond
+	DefaultRequestsMaxBodyBytes = 10 << 20 // 10,485,760
+
+	DefaultExecutorConcurrency       = 2
+	DefaultExecutorMaxQueueSize      = 32
+	DefaultExecutorQueueTimeout      = 5000 * time.Millisecond
+	DefaultExecutorSpares            = 2
+	DefaultExecutorTimeout           = 30000 * time.Millisecond
+	DefaultExecutorCPUTime           = 250 * time.Millisecond
+	DefaultExecutorMemoryLimitBytes  = 64 << 20 // 67,108,864
+	DefaultExecutorMaxStackSizeBytes = 1 << 20  // 1,048,576
+
+	DefaultExecuteMaxHostCalls     = 20
+	DefaultExecuteHostCallTimeout  = 15000 * time.Millisecond
+	DefaultExecuteMaxEmittedBytes  = 4000000
+	DefaultExecuteMaxEmittedBlocks = 32
+
+	DefaultCatalogTTL = 300000 * time.Millisecond
+
+	DefaultResultsMaxInlineBytes = 50000
+	DefaultResultsStashTTL       = 900000 * time.Millisecond
+	DefaultResultsStashMaxBytes  = 64 << 20 // 67,108,864
+
+	DefaultActivityRing = 1000
+
+	DefaultConnectorMaxConcurrency = 4
+)
+
+// Bounds of the file itself and of what it points at.
+const (
+	MaxConfigBytes   = 1 << 20   // the YAML file
+	MaxGuideBytes    = 256 << 10 // a connector guide (inline or guideFile)
+	MaxSecretBytes   = 64 << 10  // a ${file:…} or ${credential:…} file
+	MaxErrors        = 20        // refusals reported at once
+	MinTokenBytes    = 16        // shorter server tokens are warned about
+	maxShownValueLen = 64        // bytes of a bad id/key echoed in a message
+)
+
+// ConnectorIDPattern is the pinned connector id syntax.
+const ConnectorIDPattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
+
+func defaults() *Config {
+	return &Config{
+		Listen: DefaultListen,
+		Requests: Requests{
+			MaxActive:    DefaultRequestsMaxActive,
+			MaxQueue:     DefaultRequestsMaxQueue,
+			QueueTimeout: DefaultRequestsQueueTimeout,
+			RetryAfter:   DefaultRequestsRetryAfter,
+			MaxBodyBytes: DefaultRequestsMaxBodyBytes,
+		},
+		Executor: Executor{
+			Concurrency:       DefaultExecutorConcurrency,
+			MaxQueueSize:      DefaultExecutorMaxQueueSize,
+			QueueTimeout:      DefaultExecutorQueueTimeout,
+			Spares:            DefaultExecutorSpares,
+			Timeout:           DefaultExecutorTimeout,
+			CPUTime:           DefaultExecutorCPUTime,
+			MemoryLimitBytes:  DefaultExecutorMemoryLimitBytes,
+			MaxStackSizeBytes: DefaultExecutorMaxStackSizeBytes,
+		},
+		Execute: Execute{
+			MaxHostCalls:     DefaultExecuteMaxHostCalls,
+			HostCallTimeout:  DefaultExecuteHostCallTimeout,
+			MaxEmittedBytes:  DefaultExecuteMaxEmittedBytes,
+			MaxEmittedBlocks: DefaultExecuteMaxEmittedBlocks,
+		},
+		Catalog: Catalog{TTL: DefaultCatalogTTL},
+		Results: Results{
+			MaxInlineBytes: DefaultResultsMaxInlineBytes,
+			StashTTL:       DefaultResultsStashTTL,
+			StashMaxBytes:  DefaultResultsStashMaxBytes,
+		},
+		Activity: Activity{Ring: DefaultActivityRing},
+	}
+}
+
+// Warnings are the non-fatal findings of the load: unresolved connector
+// credentials, cleartext credentials, weak tokens. `connecta check` and
+// `doctor` print them.
+func (c *Config) Warnings() []Warning {
+	return append([]Warning(nil), c.warnings...)
+}
+
+// Connector returns the connector with the given id, or nil.
+func (c *Config) Connector(id string) *Connector {
+	for i := range c.Connectors {
+		if c.Connectors[i].ID == id {
+			return &c.Connectors[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,1034 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultName is the file name the embedded default reports in messages.
+const DefaultName = "(embedded default)"
+
+// DefaultYAML returns the embedded default configuration's text.
+func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
+
+// Default returns the embedded default: listen on 127.0.0.1:8787, no tokens,
+// one built-in connector "demo".
+func Default(r Resolver) (*Config, error) {
+	return parse(DefaultName, "", defaultYAML, r)
+}
+
+// Load reads the configuration file at path (through r.ReadFile) and parses
+// it. Relative paths inside it (guideFile, ${file:…}, activity.file) are
+// resolved against the file's directory. A refusal is a *Error or an
+// ErrorList.
+func Load(path string, r Resolver) (*Config, error) {
+	data, err := r.readFile(path, MaxConfigBytes)
+	if err != nil {
+		return nil, &Error{File: path, Message: "cannot read the configuration: " + errReason(err)}
+	}
+	return parse(path, filepath.Dir(path), data, r)
+}
+
+// Parse parses a configuration held in memory; name is used in messages and
+// its directory anchors relative paths.
+func Parse(name string, data []byte, r Resolver) (*Config, error) {
+	return parse(name, filepath.Dir(name), data, r)
+}
+
+// Syntax checks are hand-written rather than package-level regexps: every
+// package init runs in every sandbox child.
+
+// ValidConnectorID reports whether id matches ConnectorIDPattern.
+func ValidConnectorID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Headers the MCP transport owns; a connector may not set them.
+var transportHeaders = []string{"Host", "Content-Length", "Content-Type", "Accept", "Transfer-Encoding", "Connection", "Mcp-Session-Id", "Mcp-Protocol-Version"}
+
+// Headers that carry credentials: their values must come from references.
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+
+type decoder struct {
+	file    string
+	baseDir string
+	r       Resolver
+	errs    []*Error
+	warns   []Warning
+}
+
+func parse(name, baseDir string, data []byte, r Resolver) (*Config, error) {
+	d := &decoder{file: name, baseDir: baseDir, r: r}
+	if len(data) > MaxConfigBytes {
+		return nil, &Error{File: name, Message: fmt.Sprintf("the configuration is larger than %d bytes", MaxConfigBytes)}
+	}
+	root, err := d.document(data)
+	if err != nil {
+		return nil, err
+	}
+	cfg := defaults()
+	cfg.File = name
+	if root != nil {
+		d.config(root, cfg)
+	}
+	if err := result(d.errs); err != nil {
+		return nil, err
+	}
+	cfg.warnings = d.warns
+	return cfg, nil
+}
+
+// document parses the YAML text into its root node (nil for an empty file).
+func (d *decoder) document(data []byte) (root *yaml.Node, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, d.syntaxError(err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, d.syntaxError(err)
+	default:
+		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
+			return nil, &Error{File: d.file, Line: extra.Line, Column: extra.Column, Message: "a configuration is one YAML document; found a second one"}
+		}
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, nil
+	}
+	if aliasErrs := d.rejectAliases(doc.Content[0], nil); len(aliasErrs) > 0 {
+		return nil, result(aliasErrs)
+	}
+	return doc.Content[0], nil
+}
+
+func (d *decoder) syntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	e := &Error{File: d.file, Message: "invalid YAML: " + msg}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, text, ok := strings.Cut(rest, ": "); ok {
+			if n, err := strconv.Atoi(num); err == nil {
+				e.Line, e.Message = n, "invalid YAML: "+text
+			}
+		}
+	}
+	return e
+}
+
+// rejectAliases refuses anchors' aliases anywhere: they make a field's value
+// live at another line, and unbounded expansion is a decoder hazard.
+func (d *decoder) rejectAliases(n *yaml.Node, errs []*Error) []*Error {
+	if n.Kind == yaml.AliasNode {
+		return append(errs, &Error{File: d.file, Line: n.Line, Column: n.Column, Message: "YAML aliases (*" + clip(n.Value) + ") are not supported"})
+	}
+	for _, c := range n.Content {
+		errs = d.rejectAliases(c, errs)
+	}
+	return errs
+}
+
+func (d *decoder) fail(n *yaml.Node, field, format string, args ...any) {
+	e := &Error{File: d.file, Field: field, Message: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	d.errs = append(d.errs, e)
+}
+
+func (d *decoder) warn(line int, field, format string, args ...any) {
+	d.warns = append(d.warns, Warning{File: d.file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch t := n.ShortTag(); t {
+		case "!!str":
+			return "a string"
+		case "!!int":
+			return "an integer"
+		case "!!float":
+			return "a number"
+		case "!!bool":
+			return "a boolean"
+		case "!!null":
+			return "null"
+		case "!!timestamp":
+			return "a timestamp"
+		case "!!binary":
+			return "binary data"
+		default:
+			return "a value tagged " + clip(t)
+		}
+	}
+	return "something else"
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// entry is one key of a mapping and its value.
+type entry struct {
+	key, val *yaml.Node
+}
+
+// fields checks that n is a mapping whose keys are all allowed and unique,
+// and returns the non-null values by key.
+func (d *decoder) fields(n *yaml.Node, path string, allowed ...string) (map[string]entry, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping, got %s", kindName(n))
+		return nil, false
+	}
+	out := make(map[string]entry, len(n.Content)/2)
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			d.fail(k, path, "keys must be strings, got %s", kindName(k))
+			continue
+		}
+		field := join(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			d.fail(k, field, "duplicate key (first at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		if !contains(allowed, k.Value) {
+			d.fail(k, field, "unknown key%s", suggest(k.Value, allowed))
+			continue
+		}
+		if isNull(v) {
+			continue
+		}
+		out[k.Value] = entry{key: k, val: v}
+	}
+	return out, true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest names the allowed key the unknown one most likely meant.
+func suggest(key string, allowed []string) string {
+	norm := func(s string) string {
+		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
+	}
+	for _, a := range allowed {
+		if norm(a) == norm(key) {
+			return fmt.Sprintf(` (did you mean %q?)`, a)
+		}
+	}
+	best, bestDist := "", 3
+	for _, a := range allowed {
+		if dist := editDistance(strings.ToLower(key), strings.ToLower(a)); dist < bestDist {
+			best, bestDist = a, dist
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf(` (did you mean %q?)`, best)
+	}
+	return " (known: " + strings.Join(allowed, ", ") + ")"
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func (d *decoder) str(n *yaml.Node, field string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		d.fail(n, field, "expected a string, got %s", kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) integer(n *yaml.Node, field string, lo, hi int64) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		d.fail(n, field, "expected an integer, got %s", kindName(n))
+		return 0, false
+	}
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		d.fail(n, field, "%s is not a 64-bit integer", clip(n.Value))
+		return 0, false
+	}
+	if v < lo || v > hi {
+		d.fail(n, field, "%d is out of range [%d, %d]", v, lo, hi)
+		return 0, false
+	}
+	return v, true
+}
+
+func (d *decoder) strList(n *yaml.Node, field string) ([]string, bool) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, field, "expected a list of strings, got %s", kindName(n))
+		return nil, false
+	}
+	out := make([]string, 0, len(n.Content))
+	ok := true
+	for i, item := range n.Content {
+		s, good := d.str(item, fmt.Sprintf("%s[%d]", field, i))
+		if !good {
+			ok = false
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, ok
+}
+
+// numField is one integer key of a section and where its value goes.
+type numField struct {
+	key    string
+	lo, hi int64
+	set    func(int64)
+}
+
+func msInto(p *time.Duration) func(int64) {
+	return func(v int64) { *p = time.Duration(v) * time.Millisecond }
+}
+func intInto(p *int) func(int64)   { return func(v int64) { *p = int(v) } }
+func i64Into(p *int64) func(int64) { return func(v int64) { *p = v } }
+
+// section decodes a mapping of integer keys plus any string keys handled by
+// extra (called with the parsed fields).
+func (d *decoder) section(n *yaml.Node, path string, nums []numField, strKeys []string, extra func(map[string]entry)) {
+	allowed := make([]string, 0, len(nums)+len(strKeys))
+	for _, f := range nums {
+		allowed = append(allowed, f.key)
+	}
+	allowed = append(allowed, strKeys...)
+	fs, ok := d.fields(n, path, allowed...)
+	if !ok {
+		return
+	}
+	for _, f := range nums {
+		if e, present := fs[f.key]; present {
+			if v, good := d.integer(e.val, join(path, f.key), f.lo, f.hi); good {
+				f.set(v)
+			}
+		}
+	}
+	if extra != nil {
+		extra(fs)
+	}
+}
+
+const (
+	maxMs      = 3_600_000  // one hour
+	maxWaitMs  = 600_000    // ten minutes
+	maxTTLMs   = 86_400_000 // one day
+	maxQueue   = 65_536
+	gib        = 1 << 30
+	maxTitleBs = 4096
+)
+
+var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "connectors"}
+
+func (d *decoder) config(root *yaml.Node, c *Config) {
+	fs, ok := d.fields(root, "", topKeys...)
+	if !ok {
+		return
+	}
+	var listenNode *yaml.Node
+	if e, ok := fs["listen"]; ok {
+		if s, ok := d.str(e.val, "listen"); ok {
+			if msg := checkListenSyntax(s); msg != "" {
+				d.fail(e.val, "listen", "%s", msg)
+			} else {
+				c.Listen, c.ListenLine, listenNode = s, e.val.Line, e.val
+			}
+		}
+	}
+	if e, ok := fs["publicUrl"]; ok {
+		if s, ok := d.str(e.val, "publicUrl"); ok && s != "" {
+			if msg := checkHTTPURL(s); msg != "" {
+				d.fail(e.val, "publicUrl", "%s", msg)
+			} else {
+				c.PublicURL = s
+			}
+		}
+	}
+	tokensGiven := false
+	if e, ok := fs["auth"]; ok {
+		tokensGiven = d.auth(e.val, c)
+	}
+	if e, ok := fs["requests"]; ok {
+		r := &c.Requests
+		d.section(e.val, "requests", []numField{
+			{"maxActive", 1, 4096, intInto(&r.MaxActive)},
+			{"maxQueue", 0, maxQueue, intInto(&r.MaxQueue)},
+			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
+			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
+			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
+		}, nil, nil)
+	}
+	if e, ok := fs["executor"]; ok {
+		x := &c.Executor
+		d.section(e.val, "executor", []numField{
+			{"concurrency", 1, 256, intInto(&x.Concurrency)},
+			{"maxQueueSize", 0, maxQueue, intInto(&x.MaxQueueSize)},
+			{"queueTimeoutMs", 0, maxWaitMs, msInto(&x.QueueTimeout)},
+			{"spares", 0, 64, intInto(&x.Spares)},
+			{"timeoutMs", 1, maxMs, msInto(&x.Timeout)},
+			{"cpuTimeMs", 1, maxMs, msInto(&x.CPUTime)},
+			{"memoryLimitBytes", 1 << 20, 4 * gib, i64Into(&x.MemoryLimitBytes)},
+			{"maxStackSizeBytes", 64 << 10, 256 << 20, i64Into(&x.MaxStackSizeBytes)},
+		}, []string{"cacheDir"}, func(fs map[string]entry) {
+			if e, ok := fs["cacheDir"]; ok {
+				if s, ok := d.path(e.val, "executor.cacheDir"); ok {
+					x.CacheDir = s
+				}
+			}
+			if x.MaxStackSizeBytes > x.MemoryLimitBytes {
+				n := e.val
+				if se, ok := fs["maxStackSizeBytes"]; ok {
+					n = se.val
+				}
+				d.fail(n, "executor.maxStackSizeBytes", "%d exceeds executor.memoryLimitBytes (%d)", x.MaxStackSizeBytes, x.MemoryLimitBytes)
+			}
+		})
+	}
+	if e, ok := fs["execute"]; ok {
+		x := &c.Execute
+		d.section(e.val, "execute", []numField{
+			{"maxHostCalls", 0, 10_000, intInto(&x.MaxHostCalls)},
+			{"hostCallTimeoutMs", 1, maxMs, msInto(&x.HostCallTimeout)},
+			{"maxEmittedBytes", 0, gib, i64Into(&x.MaxEmittedBytes)},
+			{"maxEmittedBlocks", 0, 10_000, intInto(&x.MaxEmittedBlocks)},
+		}, nil, nil)
+	}
+	if e, ok := fs["catalog"]; ok {
+		d.section(e.val, "catalog", []numField{
+			{"ttlMs", 0, maxTTLMs, msInto(&c.Catalog.TTL)},
+		}, nil, nil)
+	}
+	if e, ok := fs["results"]; ok {
+		x := &c.Results
+		d.section(e.val, "results", []numField{
+			{"maxInlineBytes", 1024, gib, i64Into(&x.MaxInlineBytes)},
+			{"stashTtlMs", 1000, maxTTLMs, msInto(&x.StashTTL)},
+			{"stashMaxBytes", 0, 64 * gib, i64Into(&x.StashMaxBytes)},
+		}, nil, nil)
+	}
+	if e, ok := fs["activity"]; ok {
+		x := &c.Activity
+		d.section(e.val, "activity", []numField{
+			{"ring", 0, 1_000_000, intInto(&x.Ring)},
+		}, []string{"file"}, func(fs map[string]entry) {
+			if e, ok := fs["file"]; ok {
+				if s, ok := d.path(e.val, "activity.file"); ok {
+					x.File = s
+				}
+			}
+		})
+	}
+	if e, ok := fs["connectors"]; ok {
+		d.connectors(e.val, c)
+	}
+	if listenNode != nil && !tokensGiven && !isLoopbackListen(c.Listen) {
+		d.fail(listenNode, "listen", "%q is not a loopback address and auth.tokens is empty: add a token, or listen on 127.0.0.1", clip(c.Listen))
+	}
+}
+
+// path decodes a filesystem path; relative paths are anchored at the config
+// file's directory.
+func (d *decoder) path(n *yaml.Node, field string) (string, bool) {
+	s, ok := d.str(n, field)
+	if !ok {
+		return "", false
+	}
+	if s == "" {
+		return "", true
+	}
+	if strings.ContainsRune(s, 0) {
+		d.fail(n, field, "contains a NUL byte")
+		return "", false
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(d.baseDir, s)
+	}
+	return s, true
+}
+
+// auth decodes auth.tokens; it reports whether any token entry was given
+// (so that a failed token is not also reported as "no tokens").
+func (d *decoder) auth(n *yaml.Node, c *Config) bool {
+	fs, ok := d.fields(n, "auth", "tokens")
+	if !ok {
+		return false
+	}
+	e, ok := fs["tokens"]
+	if !ok {
+		return false
+	}
+	if e.val.Kind != yaml.SequenceNode {
+		d.fail(e.val, "auth.tokens", "expected a list, got %s", kindName(e.val))
+		return false
+	}
+	seen := map[string]string{}
+	for i, item := range e.val.Content {
+		path := fmt.Sprintf("auth.tokens[%d]", i)
+		tf, ok := d.fields(item, path, "name", "token")
+		if !ok {
+			continue
+		}
+		t := Token{Line: item.Line}
+		if ne, ok := tf["name"]; !ok {
+			d.fail(item, path+".name", "is required (the actor recorded in activity)")
+		} else if s, ok := d.str(ne.val, path+".name"); ok {
+			s = strings.TrimSpace(s)
+			switch {
+			case s == "":
+				d.fail(ne.val, path+".name", "must not be empty")
+			case len(s) > 64 || hasControl(s):
+				d.fail(ne.val, path+".name", "must be at most 64 bytes without control characters")
+			default:
+				t.Name = s
+			}
+		}
+		te, ok := tf["token"]
+		if !ok {
+			d.fail(item, path+".token", "is required")
+			continue
+		}
+		raw, ok := d.str(te.val, path+".token")
+		if !ok {
+			continue
+		}
+		segs, err := parseTemplate(raw)
+		if err != nil {
+			d.fail(te.val, path+".token", "%s", err)
+			continue
+		}
+		if !hasReference(segs) {
+			d.fail(te.val, path+".token", "must be a secret reference (${env:NAME}, ${file:PATH} or ${credential:NAME}); literal tokens are refused")
+			continue
+		}
+		value, missing := d.r.resolve(segs, d.baseDir)
+		if missing != nil {
+			for _, m := range missing {
+				d.fail(te.val, path+".token", "cannot resolve %s: %s", m.raw, m.reason)
+			}
+			continue
+		}
+		if strings.ContainsFunc(value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			d.fail(te.val, path+".token", "%s resolves to a value with whitespace or control characters", clip(raw))
+			continue
+		}
+		if first, dup := seen[value]; dup {
+			d.fail(te.val, path+".token", "resolves to the same token as %s", first)
+			continue
+		}
+		seen[value] = path
+		if len(value) < MinTokenBytes {
+			d.warn(te.val.Line, path+".token", "the token is shorter than %d bytes; use a long random value", MinTokenBytes)
+		}
+		t.Token, t.Reference = NewSecret(value), raw
+		c.Auth.Tokens = append(c.Auth.Tokens, t)
+	}
+	return len(e.val.Content) > 0
+}
+
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired"}
+
+func (d *decoder) connectors(n *yaml.Node, c *Config) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, "connectors", "expected a list, got %s", kindName(n))
+		return
+	}
+	ids := map[string]int{}
+	for i, item := range n.Content {
+		conn, ok := d.connector(item, fmt.Sprintf("connectors[%d]", i), ids)
+		if ok {
+			c.Connectors = append(c.Connectors, conn)
+		}
+	}
+}
+
+func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Connector, bool) {
+	c := Connector{Line: n.Line, MaxConcurrency: DefaultConnectorMaxConcurrency}
+	fs, ok := d.fields(n, path, connectorKeys...)
+	if !ok {
+		return c, false
+	}
+	before := len(d.errs)
+	if e, ok := fs["id"]; !ok {
+		d.fail(n, path+".id", "is required (%s)", ConnectorIDPattern)
+	} else if s, ok := d.str(e.val, path+".id"); ok {
+		switch first, dup := ids[s]; {
+		case !ValidConnectorID(s):
+			d.fail(e.val, path+".id", "%q must match %s", clip(s), ConnectorIDPattern)
+		case dup:
+			d.fail(e.val, path+".id", "duplicate connector id %q (first at line %d)", s, first)
+		default:
+			ids[s] = e.val.Line
+			c.ID = s
+		}
+	}
+	if e, ok := fs["title"]; ok {
+		if s, ok := d.str(e.val, path+".title"); ok {
+			s = strings.Join(strings.Fields(s), " ")
+			switch {
+			case hasControl(s):
+				d.fail(e.val, path+".title", "must not contain control characters")
+			case len(s) > maxTitleBs:
+				d.fail(e.val, path+".title", "is longer than %d bytes", maxTitleBs)
+			default:
+				c.Title = s
+			}
+		}
+	}
+	if e, ok := fs["description"]; ok {
+		if s, ok := d.str(e.val, path+".description"); ok {
+			c.Description = strings.TrimSpace(s)
+		}
+	}
+	d.guide(fs, path, &c)
+
+	kinds := []string{}
+	if e, ok := fs["builtin"]; ok {
+		kinds = append(kinds, "builtin")
+		if s, ok := d.str(e.val, path+".builtin"); ok {
+			if s != BuiltinDemo {
+				d.fail(e.val, path+".builtin", "unknown builtin %q (known: %s)", clip(s), BuiltinDemo)
+			} else {
+				c.Builtin = s
+			}
+		}
+	}
+	if e, ok := fs["url"]; ok {
+		kinds = append(kinds, "url")
+		if s, ok := d.str(e.val, path+".url"); ok {
+			switch msg := checkHTTPURL(s); {
+			case msg != "":
+				d.fail(e.val, path+".url", "%s", msg)
+			case strings.Contains(s, "${"):
+				d.fail(e.val, path+".url", "secret references are resolved only in headers and env; put credentials in headers")
+			default:
+				c.URL = s
+			}
+		}
+	}
+	if e, ok := fs["command"]; ok {
+		kinds = append(kinds, "command")
+		if argv, ok := d.strList(e.val, path+".command"); ok {
+			switch {
+			case len(argv) == 0 || argv[0] == "":
+				d.fail(e.val, path+".command", "must name a program: [program, arg, …]")
+			case slicesContainFunc(argv, func(a string) bool { return strings.ContainsRune(a, 0) }):
+				d.fail(e.val, path+".command", "must not contain NUL bytes")
+			case slicesContainFunc(argv, func(a string) bool { return strings.Contains(a, "${") }):
+				d.fail(e.val, path+".command", "secret references are resolved only in env; pass credentials through env")
+			default:
+				c.Command = argv
+			}
+		}
+	}
+	switch {
+	case len(kinds) == 0:
+		d.fail(n, path, "needs one of url (remote MCP over streamable HTTP), command (stdio MCP) or builtin")
+	case len(kinds) > 1:
+		d.fail(fs[kinds[1]].key, path+"."+kinds[1], "%s and %s are mutually exclusive", kinds[0], kinds[1])
+	}
+	if e, ok := fs["headers"]; ok {
+		if _, isURL := fs["url"]; !isURL {
+			d.fail(e.key, path+".headers", "applies only to url connectors")
+		} else if len(kinds) == 1 {
+			d.headers(e.val, path+".headers", &c)
+		}
+	}
+	if e, ok := fs["env"]; ok {
+		if _, isCmd := fs["command"]; !isCmd {
+			d.fail(e.key, path+".env", "applies only to command (stdio) connectors")
+		} else if len(kinds) == 1 {
+			d.env(e.val, path+".env", &c)
+		}
+	}
+	if e, ok := fs["maxConcurrency"]; ok {
+		if v, ok := d.integer(e.val, path+".maxConcurrency", 1, 1024); ok {
+			c.MaxConcurrency = int(v)
+		}
+	}
+	roLines := map[string]int{}
+	if e, ok := fs["readOnly"]; ok {
+		c.ReadOnly = d.toolList(e.val, path+".readOnly", nil)
+		for i, name := range c.ReadOnly {
+			roLines[name] = e.val.Content[i].Line
+		}
+	}
+	if e, ok := fs["approvalRequired"]; ok {
+		c.ApprovalRequired = d.toolList(e.val, path+".approvalRequired", roLines)
+	}
+	if c.URL != "" && len(c.Headers)+len(c.Missing) > 0 && strings.HasPrefix(c.URL, "http://") && !isLoopbackURL(c.URL) {
+		d.warn(fs["url"].val.Line, path+".url", "credentials are sent in cleartext over http:// to a non-loopback host")
+	}
+	for _, m := range c.Missing {
+		d.warn(m.Line, m.Field, "%s is unresolved (%s); connector %q loads, but its calls fail auth_required until it is provided", m.Reference, m.Reason, c.ID)
+	}
+	return c, len(d.errs) == before
+}
+
+func slicesContainFunc(list []string, f func(string) bool) bool {
+	for _, s := range list {
+		if f(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
+	ge, hasGuide := fs["guide"]
+	fe, hasFile := fs["guideFile"]
+	if hasGuide && hasFile {
+		d.fail(fe.key, path+".guideFile", "guide and guideFile are mutually exclusive")
+		return
+	}
+	var text string
+	var node *yaml.Node
+	field := path + ".guide"
+	switch {
+	case hasGuide:
+		s, ok := d.str(ge.val, field)
+		if !ok {
+			return
+		}
+		text, node = s, ge.val
+	case hasFile:
+		field = path + ".guideFile"
+		p, ok := d.path(fe.val, field)
+		if !ok {
+			return
+		}
+		if p == "" {
+			d.fail(fe.val, field, "must not be empty")
+			return
+		}
+		data, err := d.r.readFile(p, MaxGuideBytes)
+		if err != nil {
+			d.fail(fe.val, field, "cannot read %s: %s", p, errReason(err))
+			return
+		}
+		text, node, c.GuideFile = string(data), fe.val, p
+	default:
+		return
+	}
+	switch {
+	case len(text) > MaxGuideBytes:
+		d.fail(node, field, "the guide is larger than %d bytes", MaxGuideBytes)
+	case !utf8.ValidString(text):
+		d.fail(node, field, "the guide is not valid UTF-8")
+	default:
+		c.Guide = strings.TrimSpace(text)
+	}
+}
+
+func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping of header names to values, got %s", kindName(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name, ok := d.str(k, path)
+		if !ok {
+			continue
+		}
+		field := join(path, name)
+		canon := strings.ToLower(name)
+		if first, dup := seen[canon]; dup {
+			d.fail(k, field, "duplicate header (first at line %d)", first)
+			continue
+		}
+		seen[canon] = k.Line
+		switch {
+		case !validHeaderName(name):
+			d.fail(k, field, "%q is not a valid HTTP header name", clip(name))
+			continue
+		case containsFold(transportHeaders, name):
+			d.fail(k, field, "is set by the MCP transport and cannot be configured")
+			continue
+		}
+		raw, ok := d.str(v, field)
+		if !ok {
+			continue
+		}
+		segs, err := parseTemplate(raw)
+		if err != nil {
+			d.fail(v, field, "%s", err)
+			continue
+		}
+		if containsFold(credentialHeaders, name) && !hasReference(segs) {
+			d.fail(v, field, "carries a credential: use a secret reference such as \"Bearer ${credential:NAME}\"")
+			continue
+		}
+		if value, ok := d.resolveConnectorValue(segs, v, field, c, hasControl); ok {
+			c.Headers = append(c.Headers, Header{Name: name, Value: NewSecret(value)})
+		}
+	}
+}
+
+func (d *decoder) env(n *yaml.Node, path string, c *Connector) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping of variable names to values, got %s", kindName(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name, ok := d.str(k, path)
+		if !ok {
+			continue
+		}
+		field := join(path, name)
+		if first, dup := seen[name]; dup {
+			d.fail(k, field, "duplicate variable (first at line %d)", first)
+			continue
+		}
+		seen[name] = k.Line
+		if !validEnvName(name) {
+			d.fail(k, field, "%q is not an environment variable name", clip(name))
+			continue
+		}
+		var raw string
+		switch {
+		case isNull(v):
+		case v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!bool" || v.ShortTag() == "!!float"):
+			raw = v.Value // PORT: 8080 reads as intended
+		default:
+			if raw, ok = d.str(v, field); !ok {
+				continue
+			}
+		}
+		segs, err := parseTemplate(raw)
+		if err != nil {
+			d.fail(v, field, "%s", err)
+			continue
+		}
+		hasNUL := func(s string) bool { return strings.ContainsRune(s, 0) }
+		if value, ok := d.resolveConnectorValue(segs, v, field, c, hasNUL); ok {
+			c.Env = append(c.Env, EnvVar{Name: name, Value: NewSecret(value)})
+		}
+	}
+}
+
+// resolveConnectorValue resolves a connector header/env value. Failures do
+// not refuse the file: they are recorded on the connector (Missing).
+func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field string, c *Connector, bad func(string) bool) (string, bool) {
+	value, missing := d.r.resolve(segs, d.baseDir)
+	for _, m := range missing {
+		c.Missing = append(c.Missing, MissingCredential{Reference: m.raw, Field: field, Reason: m.reason, Line: n.Line})
+	}
+	if missing != nil {
+		return "", false
+	}
+	if bad(value) {
+		ref := ""
+		for _, s := range segs {
+			if s.kind != "" {
+				ref = s.raw
+				break
+			}
+		}
+		if ref == "" {
+			d.fail(n, field, "contains control characters")
+			return "", false
+		}
+		c.Missing = append(c.Missing, MissingCredential{Reference: ref, Field: field, Reason: "resolves to a value with control characters", Line: n.Line})
+		return "", false
+	}
+	return value, true
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolList decodes readOnly / approvalRequired; other maps tool names of the
+// opposite list to their lines (a name in both is a contradiction).
+func (d *decoder) toolList(n *yaml.Node, field string, other map[string]int) []string {
+	names, ok := d.strList(n, field)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	out := names[:0]
+	for i, name := range names {
+		item := n.Content[i]
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case strings.TrimSpace(name) == "" || hasControl(name):
+			d.fail(item, f, "must be a tool name")
+		case seen[name]:
+			d.fail(item, f, "%q is listed twice", clip(name))
+		case other[name] > 0:
+			d.fail(item, f, "%q is also in readOnly (line %d): a tool is either read-only or approval-required", clip(name), other[name])
+		default:
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// checkListenSyntax validates host:port.
+func checkListenSyntax(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port", clip(s))
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || port == "" {
+		return fmt.Sprintf("%q: the port must be a number in [0, 65535]", clip(s))
+	}
+	_ = p
+	if host != "" && strings.ContainsAny(host, " /\\\x00") {
+		return fmt.Sprintf("%q: invalid host", clip(s))
+	}
+	return ""
+}
+
+// isLoopbackListen reports whether a syntactically valid listen address only
+// accepts local connections. An empty host means every interface; a host
+// name other than localhost cannot be known to be loopback.
+func isLoopbackListen(s string) bool {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	return isLoopbackHost(host)
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func isLoopbackURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && isLoopbackHost(u.Hostname())
+}
+
+func checkHTTPURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%q is not a URL", clip(s))
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%q must be an http:// or https:// URL", clip(s))
+	case u.Host == "":
+		return fmt.Sprintf("%q has no host", clip(s))
+	case u.User != nil:
+		return "must not carry credentials (user:password@); use headers with a secret reference"
+	case u.Fragment != "":
+		return fmt.Sprintf("%q must not have a #fragment", clip(s))
+	}
+	return ""
+}
+
+// SetListen applies a --listen override and re-checks it against the
+// tokens: a non-loopback address needs auth.tokens.
+func (c *Config) SetListen(addr string) error {
+	if msg := checkListenSyntax(addr); msg != "" {
+		return &Error{Field: "--listen", Message: msg}
+	}
+	if len(c.Auth.Tokens) == 0 && !isLoopbackListen(addr) {
+		return &Error{Field: "--listen", Message: fmt.Sprintf("%q is not a loopback address and %s has no auth.tokens: add a token, or listen on 127.0.0.1", clip(addr), c.File)}
+	}
+	c.Listen, c.ListenLine = addr, 0
+	return nil
+}
