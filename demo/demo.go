@@ -14,7 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/connecta-dev/connecta/gateway/validate"
 	"sort"
 	"strconv"
 	"strings"
@@ -252,7 +252,7 @@ func (t *tool) handler() mcp.ToolHandler {
 		if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 			args = json.RawMessage(`{}`)
 		}
-		if !numbersBounded(args) {
+		if !validate.NumbersBounded(args) {
 			return errorResult("Invalid arguments: not JSON, or a number out of range"), nil
 		}
 		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
@@ -271,42 +271,6 @@ func (t *tool) handler() mcp.ToolHandler {
 			return nil, err
 		}
 		return structuredResult(out)
-	}
-}
-
-// Bounds on number literals in arguments: the schema validator compares
-// numbers exactly (big.Rat), and 1e1000000 costs it seconds.
-const (
-	maxNumberLen      = 64
-	maxNumberExponent = 400
-)
-
-// numbersBounded reports whether args is JSON whose number literals are all
-// short and of moderate exponent.
-func numbersBounded(args []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		n, ok := tok.(json.Number)
-		if !ok {
-			continue
-		}
-		if len(n) > maxNumberLen {
-			return false
-		}
-		if i := strings.IndexAny(string(n), "eE"); i >= 0 {
-			exp, err := strconv.Atoi(strings.TrimPrefix(string(n[i+1:]), "+"))
-			if err != nil || exp > maxNumberExponent || exp < -maxNumberExponent {
-				return false
-			}
-		}
 	}
 }
 

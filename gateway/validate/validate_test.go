@@ -268,3 +268,16 @@ func BenchmarkCheckCached(b *testing.B) {
 		_ = v.Check(schema, args)
 	}
 }
+
+func TestE8_HugeNumberLiteralPassesThroughCheaply(t *testing.T) {
+	v := New(Options{})
+	schema := json.RawMessage(`{"type":"object","properties":{"limit":{"type":"integer","maximum":100}}}`)
+	for _, args := range []string{`{"limit":1e1000000}`, `{"limit":1e-1000000}`, `{"limit":` + strings.Repeat("9", 100) + `}`} {
+		if got := v.Check(schema, json.RawMessage(args)); got != nil {
+			t.Errorf("Check(%s) = %v, want pass-through", args, got)
+		}
+	}
+	if got := v.Check(schema, json.RawMessage(`{"limit":1e3}`)); len(got) != 1 || got[0].Code != "maximum" {
+		t.Errorf("an ordinary over-maximum number must still be reported, got %v", got)
+	}
+}
