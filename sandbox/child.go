@@ -1,0 +1,273 @@
+// Package sandbox is the child side of the process boundary: a re-executed
+// copy of the binary that hardens itself, loads the engine, runs exactly one
+// program and exits. The supervisor package is the parent side; the two share
+// only package ipc.
+//
+// MaybeRunChild must be the first statement of main (and of TestMain in any
+// package whose tests spawn children).
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/connecta-dev/connecta/guest"
+	"github.com/connecta-dev/connecta/ipc"
+)
+
+// Exit codes of a child; the parent reports them with the stderr tail.
+const (
+	exitOK        = 0
+	exitBadArgv   = 64
+	exitHardening = 70
+	exitEngine    = 71
+	exitProtocol  = 72
+	exitIO        = 74
+)
+
+// MaybeRunChild returns at once unless argv marks this process as a sandbox
+// child; a child serves one program (or warms the cache) and exits without
+// returning.
+func MaybeRunChild() {
+	args, ok, err := ipc.ParseChildArgs(os.Args)
+	if !ok {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		os.Exit(exitBadArgv)
+	}
+	os.Exit(runChild(args))
+}
+
+func runChild(a ipc.ChildArgs) int {
+	if err := hardenEarly(a); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: hardening:", err)
+		return exitHardening
+	}
+	if a.Mode == ipc.ModeWarm {
+		return warmCache(a)
+	}
+	in := os.NewFile(ipc.ChildInFD, "ipc-in")
+	out := os.NewFile(ipc.ChildOutFD, "ipc-out")
+	if in == nil || out == nil {
+		fmt.Fprintln(os.Stderr, "sandbox: IPC descriptors missing")
+		return exitIO
+	}
+	ctx := context.Background()
+	eng, note, err := openEngine(ctx, a)
+	if note != "" {
+		fmt.Fprintln(os.Stderr, "sandbox:", note)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: engine:", err)
+		return exitEngine
+	}
+	// One throwaway run in its own instance (nothing survives it: P4) pays
+	// the first-instantiation page faults before ready, off the latency path.
+	if _, err := eng.Run(ctx, guest.Program{Code: "0"}, discardHost{}); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: warm-up run:", err)
+		return exitEngine
+	}
+	if err := hardenLate(a); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: hardening:", err)
+		return exitHardening
+	}
+	return serve(ctx, eng, ipc.NewReader(in), ipc.NewWriter(out))
+}
+
+// openEngine loads the compiled module from the cache directory when it is
+// usable, else compiles in memory; note explains a fallback.
+func openEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, note string, err error) {
+	dir := a.CacheDir
+	if dir != "" {
+		if err := checkCacheDir(dir); err != nil {
+			note = fmt.Sprintf("compilation cache unusable, compiling in memory: %v", err)
+			dir = ""
+		}
+	}
+	eng, err = guest.NewEngine(ctx, guest.EngineOptions{CacheDir: dir, MemoryLimitBytes: a.MemoryLimitBytes})
+	if err != nil && dir != "" {
+		note = fmt.Sprintf("compilation cache failed, compiling in memory: %v", err)
+		eng, err = guest.NewEngine(ctx, guest.EngineOptions{MemoryLimitBytes: a.MemoryLimitBytes})
+	}
+	return eng, note, err
+}
+
+// warmCache compiles the module into the cache directory once, for the
+// parent, before any serving child starts.
+func warmCache(a ipc.ChildArgs) int {
+	if a.CacheDir == "" {
+		return exitOK
+	}
+	if err := checkCacheDir(a.CacheDir); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: compilation cache unusable:", err)
+		return exitEngine
+	}
+	pruneStaleCaches(a.CacheDir)
+	eng, err := guest.NewEngine(context.Background(), guest.EngineOptions{CacheDir: a.CacheDir, MemoryLimitBytes: a.MemoryLimitBytes})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: warming the compilation cache:", err)
+		return exitEngine
+	}
+	_ = eng.Close()
+	return exitOK
+}
+
+// serve runs the child's one conversation: ready, run, calls/logs, done.
+func serve(ctx context.Context, eng *guest.Engine, r *ipc.Reader, w *ipc.Writer) int {
+	if err := w.Write(&ipc.Message{Type: ipc.TypeReady}); err != nil {
+		return exitIO // the parent is gone
+	}
+	m, err := r.Read()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return exitOK // a spare the parent discarded, or the parent died
+		}
+		fmt.Fprintln(os.Stderr, "sandbox: reading the program:", err)
+		return exitProtocol
+	}
+	if m.Type != ipc.TypeRun {
+		fmt.Fprintf(os.Stderr, "sandbox: expected run, got %q\n", m.Type)
+		return exitProtocol
+	}
+	h := &ipcHost{w: w, pending: make(map[uint32]func(guest.Reply))}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Replies are read on their own goroutine for the whole run, so the
+	// parent's writes never block on us; EOF means the parent is gone.
+	go h.readReplies(r)
+
+	out, err := eng.Run(runCtx, program(m.Run), h)
+	done := &ipc.Done{}
+	if err != nil {
+		done.Err = &ipc.ProgramError{Kind: string(guest.ErrInternal), Message: clipChars("Sandbox failed: "+err.Error(), ipc.MaxErrorChars)}
+	} else {
+		done = doneOf(out)
+	}
+	if err := w.Write(&ipc.Message{Type: ipc.TypeDone, Done: done}); err != nil {
+		// Cannot happen with the bounds above; say so rather than hang.
+		fmt.Fprintln(os.Stderr, "sandbox: sending done:", err)
+		return exitIO
+	}
+	return exitOK
+}
+
+func program(r *ipc.Run) guest.Program {
+	p := guest.Program{
+		Code:    r.Code,
+		Prelude: r.Prelude,
+		Limits: guest.Limits{
+			HeapBytes:  r.Limits.HeapBytes,
+			StackBytes: r.Limits.StackBytes,
+			CPUTime:    time.Duration(r.Limits.CPUTimeNs),
+			Wall:       time.Duration(r.Limits.WallNs),
+		},
+	}
+	for _, pr := range r.Providers {
+		p.Providers = append(p.Providers, guest.Provider{Name: pr.Name, Functions: pr.Functions})
+	}
+	return p
+}
+
+func doneOf(out *guest.Outcome) *ipc.Done {
+	d := &ipc.Done{
+		Value:         out.Value,
+		CPUTimeNs:     int64(out.CPUTime),
+		PeakHeapBytes: out.PeakHeapBytes,
+		HostCalls:     out.HostCalls,
+	}
+	if out.Err != nil {
+		d.Err = &ipc.ProgramError{Kind: string(out.Err.Kind), Message: clipChars(out.Err.Message, ipc.MaxErrorChars)}
+	}
+	var logs ipc.LogPrefix
+	for _, e := range out.Logs {
+		logs.Add(e)
+	}
+	d.LogPrefix, d.LogEntries, d.LogChars = logs.String(), logs.Entries(), logs.Chars()
+	return d
+}
+
+// clipChars cuts s to n UTF-16 code units.
+func clipChars(s string, n int) string { return ipc.ClipUTF16(s, n) }
+
+// discardHost serves the warm-up run, which makes no calls.
+type discardHost struct{}
+
+func (discardHost) Call(_ context.Context, _ guest.Call, settle func(guest.Reply)) {
+	settle(guest.Reply{Err: "no host"})
+}
+func (discardHost) Log(guest.LogEntry) {}
+
+// ipcHost adapts guest host calls and console entries to frames.
+type ipcHost struct {
+	w       *ipc.Writer
+	mu      sync.Mutex
+	pending map[uint32]func(guest.Reply)
+}
+
+// Call sends the call frame; the reply settles it from readReplies. A call
+// whose frame cannot be built (the guest bounds arguments first; this is the
+// backstop for, say, a huge function name) fails that call only.
+func (h *ipcHost) Call(_ context.Context, c guest.Call, settle func(guest.Reply)) {
+	h.mu.Lock()
+	h.pending[c.ID] = settle
+	h.mu.Unlock()
+	err := h.w.Write(&ipc.Message{Type: ipc.TypeCall, ID: c.ID, Provider: c.Provider, Function: c.Function, Args: c.Args})
+	if err == nil {
+		return
+	}
+	h.mu.Lock()
+	delete(h.pending, c.ID)
+	h.mu.Unlock()
+	if errors.Is(err, ipc.ErrFrameTooLarge) {
+		n := len(c.Args) + len(c.Provider) + len(c.Function)
+		settle(guest.Reply{Err: fmt.Sprintf("Host call payload is %d UTF-8 bytes, over the %d-byte IPC limit.", n, ipc.MaxPayloadBytes)})
+		return
+	}
+	// The parent is gone; the reader will see EOF and end the process.
+	settle(guest.Reply{Err: "Host call could not be sent."})
+}
+
+// Log streams one entry as it happens. The guest caps entries, so a frame
+// always fits; an entry that somehow does not is dropped from the stream (it
+// is still in the done frame's prefix).
+func (h *ipcHost) Log(e guest.LogEntry) {
+	_ = h.w.Write(&ipc.Message{Type: ipc.TypeLog, Level: e.Level, Text: e.Text})
+}
+
+func (h *ipcHost) readReplies(r *ipc.Reader) {
+	for {
+		m, err := r.Read()
+		if err != nil {
+			// EOF: the parent died or abandoned the run. Either way nobody
+			// wants the result: exit now (EOF-as-death).
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintln(os.Stderr, "sandbox: reading replies:", err)
+				os.Exit(exitProtocol)
+			}
+			os.Exit(exitOK)
+		}
+		if m.Type != ipc.TypeReply {
+			fmt.Fprintf(os.Stderr, "sandbox: unexpected %q during a run\n", m.Type)
+			os.Exit(exitProtocol)
+		}
+		h.mu.Lock()
+		settle := h.pending[m.ID]
+		delete(h.pending, m.ID)
+		h.mu.Unlock()
+		if settle == nil {
+			continue // stale or duplicate: the parent settles once, ignore
+		}
+		if m.OK {
+			settle(guest.Reply{Value: m.Value})
+		} else {
+			settle(guest.Reply{Err: m.Err})
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const orphanParentMarker = "__supervisor_orphan_parent__"
+
+// runOrphanParent is a parent that starts a pool whose child never reads its
+// pipe (so only the parent-death signal can end it), prints the child's pid
+// and waits to be killed.
+func runOrphanParent(_ []string) int {
+	opts := Options{Slots: 1, Spares: 1, DisableCache: true, ReadyTimeout: time.Minute, testChildArgv: fakeArgv("slow")}
+	p, err := New(context.Background(), opts)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer p.Close()
+	for {
+		if kids := liveChildren(); len(kids) > 0 {
+			fmt.Println(kids[0])
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Minute)
+	return 0
+}
+
+func processState(pid int) string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "gone"
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return f[0]
+}
+
+func TestHardening_ChildDiesWithItsParent(t *testing.T) {
+	cmd := exec.Command("/proc/self/exe", orphanParentMarker)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("orphan parent said %q", line)
+	}
+	if st := processState(pid); st == "gone" || st == "Z" {
+		t.Fatalf("child %d not running: %s", pid, st)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitFor(t, func() bool { st := processState(pid); return st == "gone" || st == "Z" })
+}
+
+func syscallKill(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }

@@ -1,0 +1,162 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Contract and configuration defaults (DECISIONS.md "executor").
+const (
+	DefaultSlots        = 2
+	DefaultMaxQueue     = 32 // Options.MaxQueue has no implicit default: 0 means fail fast
+	DefaultQueueTimeout = 5 * time.Second
+	DefaultWall         = 30 * time.Second
+	DefaultCPUTime      = 250 * time.Millisecond
+	DefaultHeapBytes    = 64 << 20
+	DefaultStackBytes   = 1 << 20
+	// DefaultKillGrace is how long past the wall deadline the parent waits
+	// for the child's own deadline error before killing it.
+	DefaultKillGrace    = 250 * time.Millisecond
+	DefaultReadyTimeout = 10 * time.Second
+
+	// MaxLogChars is the joined-log prefix kept for failures (R5, X4).
+	MaxLogChars = 4001
+	// MaxHostResultBytes bounds a host call's serialized result (L6).
+	MaxHostResultBytes = 262144 - 4096
+	// stderrTailBytes is the crash report's stderr tail.
+	stderrTailBytes = 8 << 10
+	// Parent-side backstop against a child that floods logs past the guest's
+	// own caps (200 entries + marker, 256,000 chars): a protocol violation.
+	maxLogFramesPerRun = 256
+	maxLogCharsPerRun  = 300000
+	// How long a child that sent done may take to exit before it is killed.
+	exitGrace = 2 * time.Second
+	// wasmMemoryHeadroom sits above the JS heap in the wasm page cap (shadow
+	// stack, static data, allocator), as the engine's default does.
+	wasmMemoryHeadroom = 32 << 20
+	// Spare restart backoff: min(maxBackoff, baseBackoff·2^(n−1)).
+	baseBackoff = 100 * time.Millisecond
+	maxBackoff  = 5 * time.Second
+)
+
+// Options configure a Pool. Zero fields take the defaults above, except
+// MaxQueue (0 = fail fast when every slot is busy, as in the config file).
+type Options struct {
+	Slots        int           // concurrent executions (L7); 0 → DefaultSlots
+	MaxQueue     int           // FIFO admission waiters; 0 = none (fail fast); config default DefaultMaxQueue
+	QueueTimeout time.Duration // admission wait, also retryAfterMs; 0 → DefaultQueueTimeout
+	Spares       int           // warm children kept ready; 0 → Slots
+
+	Limits Limits // per-run defaults; zero fields → contract defaults
+	// MemoryLimitBytes caps wasm linear memory, fixed when a child's runtime
+	// is built (so it is set at spawn); 0 → the engine's default.
+	MemoryLimitBytes uint64
+	// CacheDir is the wazero compilation cache shared by all children. Empty
+	// → <os.UserCacheDir()>/connecta/wazero. It must be ours and 0700 (created
+	// so); when unusable children compile in memory (slow) and a warning is
+	// logged.
+	CacheDir string
+	// DisableCache compiles in every child, never touching the disk.
+	DisableCache bool
+
+	KillGrace    time.Duration // past the wall deadline; 0 → DefaultKillGrace
+	ReadyTimeout time.Duration // spawn → ready; 0 → DefaultReadyTimeout
+
+	// Namespaces gives each child fresh network, IPC and mount namespaces
+	// (CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWNS). Off by default: it costs
+	// spawn time (see the package benchmarks) and needs privileges; when the
+	// kernel refuses, the pool says so once and spawns without.
+	Namespaces bool
+
+	Logger   *slog.Logger          // nil → discard
+	Registry prometheus.Registerer // nil → no metrics
+
+	// testChildArgv, when set, replaces the child's argv after the
+	// executable path (tests select misbehaving children with it).
+	testChildArgv func(mode string) []string
+}
+
+// Limits bound one run. Zero fields take the pool's (then the contract's)
+// defaults.
+type Limits struct {
+	Wall       time.Duration // wall deadline including host waits (L3)
+	CPUTime    time.Duration // guest CPU (L5)
+	HeapBytes  uint64        // JS heap (L5)
+	StackBytes uint64        // JS stack (L5)
+}
+
+// Provider is one guest global whose named functions are host calls.
+type Provider struct {
+	Name      string
+	Functions []string
+}
+
+// Job is one program to run.
+type Job struct {
+	Code      string
+	Prelude   string // trusted, runs after the provider globals exist
+	Providers []Provider
+	Limits    Limits // zero fields → the pool's
+}
+
+// Host is what a running program reaches. Call runs on its own goroutine
+// with a context derived from Run's (cancelled when the run ends); its error
+// text becomes the guest's rejection text (never empty: an empty text is
+// replaced). Log receives each console entry as it arrives, in order, on the
+// run's goroutine: it must not block for long.
+type Host interface {
+	Call(ctx context.Context, provider, function string, args json.RawMessage) (json.RawMessage, error)
+	Log(level, text string)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Slots <= 0 {
+		o.Slots = DefaultSlots
+	}
+	if o.MaxQueue < 0 {
+		o.MaxQueue = 0
+	}
+	if o.QueueTimeout <= 0 {
+		o.QueueTimeout = DefaultQueueTimeout
+	}
+	if o.Spares <= 0 {
+		o.Spares = o.Slots
+	}
+	o.Limits = o.Limits.or(Limits{Wall: DefaultWall, CPUTime: DefaultCPUTime, HeapBytes: DefaultHeapBytes, StackBytes: DefaultStackBytes})
+	if o.MemoryLimitBytes == 0 && o.Limits.HeapBytes > DefaultHeapBytes {
+		// The engine's default page cap is sized for the default heap; a
+		// larger configured heap needs its backstop raised with it.
+		o.MemoryLimitBytes = o.Limits.HeapBytes + wasmMemoryHeadroom
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = DefaultReadyTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// or fills l's zero fields from d.
+func (l Limits) or(d Limits) Limits {
+	if l.Wall <= 0 {
+		l.Wall = d.Wall
+	}
+	if l.CPUTime <= 0 {
+		l.CPUTime = d.CPUTime
+	}
+	if l.HeapBytes == 0 {
+		l.HeapBytes = d.HeapBytes
+	}
+	if l.StackBytes == 0 {
+		l.StackBytes = d.StackBytes
+	}
+	return l
+}

@@ -1,0 +1,369 @@
+// Package supervisor is the parent side of the sandbox: admission (L7), warm
+// spare children, one disposable child per program, the per-execution
+// session (host calls, streamed logs, deadline, kills), and metrics.
+//
+// Every child is this binary re-executed with a marker in argv (see package
+// sandbox and ipc.ChildArgs): sandbox.MaybeRunChild must run first in main
+// and in TestMain of any package whose tests start a Pool.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/connecta-dev/connecta/ipc"
+)
+
+// Pool runs programs in disposable sandbox children.
+type Pool struct {
+	opts     Options
+	log      *slog.Logger
+	m        *metrics
+	adm      *admission
+	cacheDir string
+
+	ready   chan *child // a seat hands its ready child to a session
+	closing chan struct{}
+	// forks runs every cmd.Start on one locked OS thread that lives as long
+	// as the pool: the parent-death signal fires when the forking thread
+	// exits, and Go destroys a thread whose locked goroutine exits, so a
+	// child forked from an arbitrary thread could die with it.
+	forks      chan func()
+	forkerDone chan struct{}
+
+	mu        sync.Mutex
+	closed    bool
+	wg        sync.WaitGroup // every goroutine the pool starts
+	nsRefused atomic.Bool
+}
+
+// New starts a pool: it warms the compilation cache with one child (ctx
+// bounds that), then starts Spares warm children. The pool lives until Close.
+func New(ctx context.Context, opts Options) (*Pool, error) {
+	opts = opts.withDefaults()
+	m, err := newMetrics(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		opts:       opts,
+		log:        opts.Logger.With("component", "supervisor"),
+		m:          m,
+		ready:      make(chan *child),
+		closing:    make(chan struct{}),
+		forks:      make(chan func()),
+		forkerDone: make(chan struct{}),
+	}
+	go p.forker()
+	p.adm = newAdmission(opts.Slots, opts.MaxQueue, opts.QueueTimeout, m)
+	if _, err := os.Stat(selfExe); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("supervisor: cannot re-execute %s: %w", selfExe, err)
+	}
+	if !opts.DisableCache {
+		p.cacheDir = p.prepareCacheDir()
+	}
+	if err := p.warm(ctx); err != nil {
+		p.Close()
+		return nil, err
+	}
+	for range opts.Spares {
+		p.track(p.seat)
+	}
+	return p, nil
+}
+
+// track runs f on a goroutine Close waits for. Callers are New (before the
+// pool is shared) or goroutines that are themselves tracked, so the
+// WaitGroup's count is never zero here while Close waits.
+func (p *Pool) track(f func()) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+}
+
+// enter registers a session Close must wait for; false once closed.
+func (p *Pool) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
+// prepareCacheDir returns a directory that is ours and 0700, or "" (children
+// then compile in memory: correct, ~280 ms and ~50 MB each).
+func (p *Pool) prepareCacheDir() string {
+	dir := p.opts.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			p.log.Warn("no user cache directory; sandbox children compile in memory", "err", err)
+			return ""
+		}
+		dir = filepath.Join(base, "connecta", "wazero")
+	}
+	dir, err := filepath.Abs(dir)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Lstat(dir); err == nil {
+			st, _ := fi.Sys().(*syscall.Stat_t)
+			switch {
+			case !fi.IsDir():
+				err = errors.New("not a directory")
+			case st == nil || int(st.Uid) != os.Getuid():
+				err = errors.New("not owned by us")
+			case fi.Mode().Perm()&0o077 != 0:
+				err = fmt.Errorf("mode %04o, want 0700", fi.Mode().Perm())
+			}
+		}
+	}
+	if err != nil {
+		p.log.Warn("compilation cache directory unusable; sandbox children compile in memory", "dir", dir, "err", err)
+		return ""
+	}
+	return dir
+}
+
+// warm compiles the module into the cache once, in a child (the parent never
+// loads the engine), before any serving child starts.
+func (p *Pool) warm(ctx context.Context) error {
+	if p.cacheDir == "" {
+		return nil
+	}
+	start := time.Now()
+	c, err := p.spawn(ipc.ModeWarm)
+	if err != nil {
+		return err
+	}
+	p.retire(c, true)
+	select {
+	case <-c.exited:
+	case <-ctx.Done():
+		c.kill(killStartup, p.m)
+		<-c.exited
+		return fmt.Errorf("supervisor: warming the compilation cache: %w", ctx.Err())
+	}
+	if st := c.exitStatus(); st != "code 0" {
+		tailText, _ := c.stderr.String()
+		p.log.Warn("warming the compilation cache failed; children will try again themselves", "status", st, "stderr", tailText)
+		return nil
+	}
+	p.log.Debug("compilation cache warm", "dir", p.cacheDir, "duration", time.Since(start))
+	return nil
+}
+
+// cpuLimitSeconds is the RLIMIT_CPU backstop: above any wall deadline a run
+// can have, so only a child that escaped every other bound meets it.
+func (p *Pool) cpuLimitSeconds() uint64 {
+	return uint64((p.opts.Limits.Wall+p.opts.ReadyTimeout)/time.Second) + 10
+}
+
+// seat keeps one warm spare: spawn, wait for ready, offer it until a session
+// takes it, repeat. A child that fails before ready is replaced after
+// min(5 s, 100 ms·2^(n−1)).
+func (p *Pool) seat() {
+	failures := 0
+	for {
+		select {
+		case <-p.closing:
+			return
+		default:
+		}
+		c, err := p.startChild()
+		if err != nil {
+			failures++
+			p.m.crashes.WithLabelValues("startup").Inc()
+			d := backoff(failures)
+			p.log.Warn("sandbox child failed before ready; retrying", "attempt", failures, "backoff", d, "err", err)
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-p.closing:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		failures = 0
+		p.m.spares.Inc()
+		select {
+		case p.ready <- c:
+			p.m.spares.Dec()
+		case in := <-c.in:
+			// An idle spare has nothing to say: it died or misbehaved.
+			p.m.spares.Dec()
+			if in.err == nil {
+				c.kill(killProtocol, p.m)
+			} else {
+				p.m.crashes.WithLabelValues("startup").Inc()
+			}
+			p.log.Warn("idle sandbox child lost; replacing", "err", in.err)
+			p.retire(c, false)
+		case <-p.closing:
+			p.m.spares.Dec()
+			c.kill(killShutdown, p.m)
+			p.retire(c, false)
+			return
+		}
+	}
+}
+
+func backoff(n int) time.Duration {
+	d := baseBackoff << min(n-1, 16)
+	return min(d, maxBackoff)
+}
+
+// startChild spawns a serving child and waits for its ready frame.
+func (p *Pool) startChild() (*child, error) {
+	start := time.Now()
+	c, err := p.spawn(ipc.ModeServe)
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(p.opts.ReadyTimeout)
+	defer t.Stop()
+	select {
+	case in := <-c.in:
+		if in.err == nil && in.m.Type == ipc.TypeReady {
+			p.m.spawnDuration.Observe(time.Since(start).Seconds())
+			return c, nil
+		}
+		if in.err == nil || !errors.Is(in.err, io.EOF) {
+			c.kill(killStartup, p.m)
+			p.retire(c, false)
+			if in.err == nil {
+				return nil, fmt.Errorf("sandbox child sent %q before ready", in.m.Type)
+			}
+			return nil, fmt.Errorf("sandbox child broke the protocol before ready: %w", in.err)
+		}
+		p.retire(c, false)
+		<-c.exited
+		return nil, errors.New(c.crashReport())
+	case <-t.C:
+		c.kill(killStartup, p.m)
+		p.retire(c, false)
+		return nil, fmt.Errorf("sandbox child did not become ready within %dms", p.opts.ReadyTimeout.Milliseconds())
+	case <-p.closing:
+		c.kill(killShutdown, p.m)
+		p.retire(c, false)
+		return nil, errors.New("closing")
+	}
+}
+
+// takeChild waits for a warm child.
+func (p *Pool) takeChild(ctx context.Context) (*child, error) {
+	if ctx.Err() != nil {
+		// Never spend a warm child on a caller who already left.
+		return nil, &ExecError{Code: CodeCancelled, Message: msgCancelledBeforeStart}
+	}
+	select {
+	case c := <-p.ready:
+		return c, nil
+	default:
+	}
+	select {
+	case c := <-p.ready:
+		return c, nil
+	case <-ctx.Done():
+		return nil, &ExecError{Code: CodeCancelled, Message: msgCancelledStarting}
+	case <-p.closing:
+		return nil, &ExecError{Code: CodeClosed, Message: msgClosed}
+	}
+}
+
+// Acquire admits one execution (L7) or fails with *ExecError:
+// executor_overloaded (queue full, or the wait expired; retryable, with
+// RetryAfterMs), executor_cancelled (ctx ended first) or executor_closed.
+// The lease must be Run or Released.
+func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
+	start := time.Now()
+	if err := p.adm.acquire(ctx); err != nil {
+		return nil, err
+	}
+	return &Lease{p: p, waited: time.Since(start)}, nil
+}
+
+// Snapshot reports admission state.
+func (p *Pool) Snapshot() Snapshot { return p.adm.snapshot() }
+
+// Close stops admitting, fails waiters with executor_closed, kills running
+// and spare children, and returns once every child is reaped and every pool
+// goroutine has ended. Idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if !already {
+		p.adm.close()
+		close(p.closing)
+	}
+	p.wg.Wait()
+	if !already {
+		close(p.forks) // every child is reaped: the forking thread may go
+	}
+	<-p.forkerDone
+	return nil
+}
+
+func (p *Pool) forker() {
+	runtime.LockOSThread()
+	defer close(p.forkerDone)
+	defer runtime.UnlockOSThread()
+	for f := range p.forks {
+		f()
+	}
+}
+
+// onForkThread runs start on the forking thread.
+func (p *Pool) onForkThread(start func() error) error {
+	var err error
+	done := make(chan struct{})
+	p.forks <- func() {
+		err = start()
+		close(done)
+	}
+	<-done
+	return err
+}
+
+// Lease is one admitted execution slot.
+type Lease struct {
+	p        *Pool
+	waited   time.Duration
+	used     atomic.Bool
+	released atomic.Bool
+	release  sync.Once
+}
+
+// Waited is how long admission took.
+func (l *Lease) Waited() time.Duration { return l.waited }
+
+// Release returns the slot without running; idempotent, and harmless after Run.
+func (l *Lease) Release() {
+	l.release.Do(func() {
+		l.released.Store(true)
+		l.p.adm.release()
+	})
+}
+
+// errLeaseUsed is returned by a second Run.
+var errLeaseUsed = errors.New("supervisor: an executor lease may execute only once, and not after Release")

@@ -1,0 +1,286 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// sharedCacheDir is one compilation cache for every real-engine pool of this
+// test binary (and of later runs): a fresh directory costs a cold compile.
+func sharedCacheDir(tb testing.TB) string {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("connecta-supervisor-test-cache-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+// newRealPool starts a pool of real sandbox children (sandbox.MaybeRunChild
+// in TestMain) with one warm spare.
+func newRealPool(tb testing.TB, opts Options) (*Pool, *logBuf) {
+	tb.Helper()
+	base := runtime.NumGoroutine()
+	opts.CacheDir = sharedCacheDir(tb)
+	if opts.Spares == 0 {
+		opts.Spares = 1
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	lb := &logBuf{}
+	opts.Logger = slog.New(slog.NewTextHandler(lb, nil))
+	p, err := New(context.Background(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		p.Close()
+		if t, ok := tb.(*testing.T); ok {
+			assertNoChildren(t)
+			assertGoroutinesBack(t, base)
+		}
+	})
+	return p, lb
+}
+
+// requireEngine skips while the engine cannot run a program yet.
+func requireEngine(t *testing.T, p *Pool) {
+	t.Helper()
+	res, err := run(t, p, "async () => 1 + 1", newTestHost(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err != nil && strings.Contains(res.Err.Message, "not implemented") {
+		t.Skip("guest engine not implemented yet")
+	}
+	if res.Err != nil || string(res.Value) != "2" {
+		t.Fatalf("1+1: %+v %s", res.Err, res.Value)
+	}
+}
+
+func TestReal_ProgramWithHostCallsAndLogs(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	h := newTestHost()
+	l, _ := p.Acquire(context.Background())
+	res, err := l.Run(context.Background(), Job{
+		Code: `async () => {
+			console.log("hello", {a: 1});
+			const r = await Promise.all([t.echo(1), t.echo("x"), t.echo({k: [1, 2]})]);
+			let caught;
+			try { await t.fail(); } catch (e) { caught = e.message; }
+			return {r, caught};
+		}`,
+		Providers: []Provider{{Name: "t", Functions: []string{"echo", "fail"}}},
+	}, h)
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	if string(res.Value) != `{"r":[[1],["x"],[{"k":[1,2]}]],"caught":"downstream exploded"}` {
+		t.Fatalf("value %s", res.Value)
+	}
+	if res.Logs != `hello {"a":1}` || strings.Join(h.seen(), "|") != `hello {"a":1}` {
+		t.Fatalf("logs %q / %v", res.Logs, h.seen())
+	}
+	if res.HostCalls != 4 {
+		t.Fatalf("host calls %d", res.HostCalls)
+	}
+}
+
+// The QuickJS builtin that never polls the interrupt handler is ended by the
+// parent's wall-deadline kill, and the next execution works.
+func TestReal_BuiltinLoopEndedByWallKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spins a child for the whole deadline")
+	}
+	p, _ := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	for _, code := range []string{
+		`async () => { console.log("before"); return Array.prototype.indexOf.call({length: 2**53-1}, 1); }`,
+		`async () => { console.log("before"); return new Array(2**31).join(""); }`,
+	} {
+		res, err := run(t, p, code, newTestHost(), Limits{Wall: 500 * time.Millisecond, CPUTime: 10 * time.Second})
+		if err != nil || res.Err == nil || res.Err.Kind != ErrDeadline || !strings.Contains(res.Err.Message, "timed out") {
+			t.Fatalf("%v %+v", err, res)
+		}
+		if res.Logs != "before" {
+			t.Fatalf("logs %q", res.Logs)
+		}
+	}
+	if n := counter(t, p.m.kills.WithLabelValues(killDeadline)); n < 1 {
+		t.Fatalf("deadline kills %v", n)
+	}
+	res, err := run(t, p, "async () => 9", newTestHost(), Limits{})
+	if err != nil || string(res.Value) != "9" {
+		t.Fatal(err, res)
+	}
+}
+
+func TestReal_CancelMidProgram(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	h := newTestHost()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, _ := p.Acquire(ctx)
+	go func() {
+		waitFor(t, func() bool { return len(h.seen()) == 1 })
+		cancel()
+	}()
+	_, err := l.Run(ctx, Job{
+		Code:      `async () => { console.log("waiting"); return await t.slow(); }`,
+		Providers: []Provider{{Name: "t", Functions: []string{"slow"}}},
+	}, h)
+	ee := execErr(t, err, CodeCancelled)
+	if ee.Logs != "waiting" || len(h.cancelled) != 1 {
+		t.Fatalf("%+v, cancelled host calls %d", ee, len(h.cancelled))
+	}
+	res, err := run(t, p, "async () => 9", newTestHost(), Limits{})
+	if err != nil || string(res.Value) != "9" {
+		t.Fatal(err, res)
+	}
+}
+
+func TestReal_L6_OversizedHostResultFailsThatCall(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	l, _ := p.Acquire(context.Background())
+	res, err := l.Run(context.Background(), Job{
+		Code: fmt.Sprintf(`async () => {
+			let msg;
+			try { await t.big%d(); } catch (e) { msg = e.message; }
+			const ok = await t.big1000();
+			return {msg, ok: ok.length};
+		}`, MaxHostResultBytes+1),
+		Providers: []Provider{{Name: "t", Functions: []string{fmt.Sprintf("big%d", MaxHostResultBytes+1), "big1000"}}},
+	}, newTestHost())
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	want := fmt.Sprintf(`{"msg":"Host result from t.big%d exceeds the 258048-byte serialized bridge limit.","ok":998}`, MaxHostResultBytes+1)
+	if string(res.Value) != want {
+		t.Fatalf("value %s", res.Value)
+	}
+}
+
+// Hostile programs run under the full hardening (seccomp on outside -race):
+// each ends with the engine's own error, never a crash of the child (which
+// would mean the allow-list denied something the runtime needed).
+func TestReal_HostileProgramsUnderSeccomp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("several seconds of guest CPU")
+	}
+	p, _ := newRealPool(t, Options{Slots: 2, Spares: 2, MaxQueue: 8})
+	requireEngine(t, p)
+	cases := map[string]ErrorKind{
+		`async () => { for(;;){} }`:                                                               ErrCPU,
+		`async () => { for(;;){ try { for(;;){} } catch (e) {} } }`:                               ErrCPU,
+		`async () => { const a = []; for(;;) a.push(new Array(1e5)); }`:                           ErrOutOfMemory,
+		`async () => { const f = () => f(); f(); }`:                                               ErrThrown,
+		`async () => { let s = "x"; for(;;) s += s; }`:                                            ErrThrown,
+		`async () => { new ArrayBuffer(128 * 1024 * 1024); }`:                                     ErrThrown,
+		`async () => JSON.parse("[".repeat(1e5))`:                                                 ErrThrown,
+		`async () => { await new Promise(() => {}); }`:                                            ErrStall,
+		`async () => /(a+)+b/.test("a".repeat(40))`:                                               ErrCPU,
+		`async () => (await Promise.all(Array.from({length: 2000}, (_, i) => t.echo(i)))).length`: "",
+	}
+	var wg sync.WaitGroup
+	for code, want := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := p.Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			res, err := l.Run(context.Background(), Job{Code: code, Providers: []Provider{{Name: "t", Functions: []string{"echo"}}}}, newTestHost())
+			if err != nil {
+				t.Errorf("%s: %v", code, err)
+				return
+			}
+			if res.Err != nil && (res.Err.Kind == ErrCrash || res.Err.Kind == ErrProtocol || res.Err.Kind == ErrInternal) {
+				t.Errorf("%s: sandbox failure %s: %s", code, res.Err.Kind, res.Err.Message)
+				return
+			}
+			if want == "" && res.Err != nil {
+				t.Errorf("%s: %s %s", code, res.Err.Kind, res.Err.Message)
+			}
+			// The exact kind is the engine's business (guest tests); here
+			// only "failed cleanly" matters.
+			if want != "" && res.Err == nil {
+				t.Errorf("%s: got %+v, want %s", code, res.Err, want)
+			}
+		}()
+	}
+	wg.Wait()
+	res, err := run(t, p, "async () => 9", newTestHost(), Limits{})
+	if err != nil || string(res.Value) != "9" {
+		t.Fatal(err, res)
+	}
+}
+
+// A real spare, as spawned: empty environment, cwd /, its own process group,
+// no new privileges, seccomp filter mode (outside -race), and no descriptors
+// beyond stdio, the two IPC pipes and the runtime's poller.
+func TestHardening_SpareProcessState(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	// The 1+1 child may still be exiting: wait for the spare alone.
+	waitFor(t, func() bool { return counter(t, p.m.spares) == 1 && len(liveChildren()) == 1 })
+	pid := liveChildren()[0]
+	proc := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if env := proc("environ"); env != "" {
+		t.Fatalf("environment %q", env)
+	}
+	if cwd, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd")); cwd != "/" {
+		t.Fatalf("cwd %q", cwd)
+	}
+	status := proc("status")
+	if !strings.Contains(status, "NoNewPrivs:\t1") {
+		t.Fatal("no_new_privs not set")
+	}
+	if !raceEnabled && !strings.Contains(status, "Seccomp:\t2") {
+		t.Fatal("no seccomp filter")
+	}
+	stat := proc("stat")
+	f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+	if f[2] != strconv.Itoa(pid) {
+		t.Fatalf("process group %s, want its own (%d)", f[2], pid)
+	}
+	fds, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()))
+		n, _ := strconv.Atoi(fd.Name())
+		switch {
+		case n <= 2 && (target == "/dev/null" || strings.HasPrefix(target, "pipe:")):
+		case n == 3 || n == 4:
+			if !strings.HasPrefix(target, "pipe:") {
+				t.Errorf("fd %d is %s", n, target)
+			}
+		case strings.HasPrefix(target, "anon_inode:"): // epoll, eventfd
+		case strings.HasPrefix(target, "/sys/fs/cgroup/"): // the runtime's GOMAXPROCS watch
+		default:
+			t.Errorf("unexpected descriptor %d → %s", n, target)
+		}
+	}
+}
