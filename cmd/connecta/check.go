@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/gateway"
+)
+
+// doctorTimeout bounds each doctor probe (spec-meta-tools §14: 10 s).
+const doctorTimeout = 10 * time.Second
+
+// cmdCheck validates a configuration: every refusal is printed as
+// file:line: field: message and the exit status is 1.
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", stderr)
+	configPath := fs.String("config", "", "configuration file to check")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "connecta check: --config FILE is required")
+		return 2
+	}
+	cfg, err := config.Load(*configPath, resolver())
+	if err != nil {
+		printRefusals(stderr, err)
+		return 1
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "warning: %s\n", w.String())
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d connectors, listen %s)\n", *configPath, len(cfg.Connectors), cfg.Listen)
+	return 0
+}
+
+func printRefusals(w io.Writer, err error) {
+	var list config.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintf(w, "error: %s\n", e.Error())
+		}
+		return
+	}
+	fmt.Fprintf(w, "error: %s\n", err.Error())
+}
+
+// cmdDoctor checks the configuration, every connector's reachability (a
+// catalog listing) and the executor (execute_code running `async () => 42`).
+func cmdDoctor(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("doctor", stderr)
+	configPath := fs.String("config", "", "configuration file (default: the embedded configuration)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "[connecta] "+format+"\n", a...)
+		return 1
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		printRefusals(stderr, err)
+		return fail("configuration refused")
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "warning: %s\n", w.String())
+	}
+	fmt.Fprintf(stdout, "config: ok (%d connectors)\n", len(cfg.Connectors))
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx := context.Background()
+	a, err := build(ctx, cfg, log, true)
+	if err != nil {
+		return fail("startup failed: %v", err)
+	}
+	defer a.close()
+
+	failures := 0
+	for _, c := range a.gateway.Connectors() {
+		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+		tools, err := a.gateway.Tools(cctx, c.ID)
+		cancel()
+		if err != nil {
+			failures++
+			code := ""
+			var gerr *gateway.Error
+			if errors.As(err, &gerr) {
+				code = string(gerr.Code) + ": "
+			}
+			fmt.Fprintf(stdout, "connector %s: FAILED %s%s\n", c.ID, code, err.Error())
+			continue
+		}
+		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+	}
+
+	if err := executorSelfTest(ctx, a); err != nil {
+		failures++
+		fmt.Fprintf(stdout, "executor: FAILED %v\n", err)
+	} else {
+		fmt.Fprintln(stdout, "executor: ok (async () => 42 returned 42)")
+	}
+	if failures > 0 {
+		return fail("doctor found %d problem(s)", failures)
+	}
+	fmt.Fprintln(stdout, "Connecta doctor passed: configuration, connectors and executor are healthy.")
+	return 0
+}
+
+func executorSelfTest(ctx context.Context, a *app) error {
+	code := a.server.CodeTool()
+	if code == nil {
+		return errors.New("execute_code is not available")
+	}
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "execute_code", Arguments: json.RawMessage(`{"code":"async () => 42"}`)}}
+	res, err := code.Handle(ctx, req)
+	if err != nil {
+		return err
+	}
+	if res.IsError || len(res.Content) == 0 {
+		return fmt.Errorf("execute_code failed: %s", firstText(res))
+	}
+	var out struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(firstText(res)), &out); err != nil || strings.TrimSpace(string(out.Result)) != "42" {
+		return fmt.Errorf("execute_code returned %q, want result 42", firstText(res))
+	}
+	return nil
+}
+
+func firstText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}

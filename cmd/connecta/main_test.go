@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/sandbox"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestMain(m *testing.M) {
+	sandbox.MaybeRunChild()
+	os.Exit(m.Run())
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, nopCloser{&bytes.Buffer{}}, nopCloser{&out}, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCheck_BadConfigNamesFileLineField(t *testing.T) {
+	code, _, stderr := runCLI("check", "--config", "testdata/bad.yaml")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	golden := filepath.Join("testdata", "check_bad.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(stderr), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stderr != string(want) {
+		t.Fatalf("stderr differs from %s:\n got:\n%s\nwant:\n%s", golden, stderr, want)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if !strings.HasPrefix(line, "error: testdata/bad.yaml:") {
+			t.Errorf("line does not name file:line: %q", line)
+		}
+	}
+}
+
+func TestCheck_GoodConfig(t *testing.T) {
+	code, stdout, stderr := runCLI("check", "--config", "testdata/good.yaml")
+	if code != 0 || !strings.Contains(stdout, "testdata/good.yaml: ok (1 connectors") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
+
+func TestCLI_VersionAndUnknownCommand(t *testing.T) {
+	if code, out, _ := runCLI("version"); code != 0 || !strings.HasPrefix(out, "connecta ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+	if code, _, errOut := runCLI("frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Fatalf("unknown: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCLI("check"); code != 2 || !strings.Contains(errOut, "--config") {
+		t.Fatalf("check without config: %d %q", code, errOut)
+	}
+}
+
+// TestServe_EmbeddedDefaultThenGracefulStop runs serve on the embedded
+// default (demo connector, loopback), checks /health and a tools/list, then
+// cancels (as SIGTERM does) and expects a clean return.
+func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns the executor pool")
+	}
+	cfg, err := config.Default(resolver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if err := cfg.SetListen(addr); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Executor.Spares = 1
+	cfg.Executor.CacheDir = filepath.Join(os.TempDir(), "connecta-cmd-test-cache")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- serve(ctx, cfg, serveOptions{log: newLogger(&bytes.Buffer{})}) }()
+	var health map[string]any
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&health)
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not come up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if health["status"] != "ok" || health["connectors"] != float64(1) {
+		t.Fatalf("health %v", health)
+	}
+	// A first execute_code against the demo works at once.
+	callCtx, cancelCalls := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelCalls()
+	client := mcp.NewClient(&mcp.Implementation{Name: "first-run", Version: "1"}, nil)
+	cs, err := client.Connect(callCtx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := cs.ListTools(callCtx, nil)
+	if err != nil || len(tools.Tools) != 7 {
+		t.Fatalf("tools/list: %v (%d tools)", err, len(tools.Tools))
+	}
+	res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{
+		"code": `async () => { const p = await connecta.search({ query: "projects", connector: "demo" }); return p.tools.length > 0 }`,
+	}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_code: %v %+v", err, res)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != `{"result":true}` {
+		t.Fatalf("execute_code returned %s", got)
+	}
+	_ = cs.Close()
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func TestNotify_ReadyWatchdogStopping(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
+	t.Setenv("WATCHDOG_PID", "")
+	n := newNotifier(newLogger(&bytes.Buffer{}))
+	n.ready()
+	read := func() string {
+		buf := make([]byte, 64)
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(buf[:k])
+	}
+	if got := read(); got != "READY=1" {
+		t.Fatalf("first datagram %q", got)
+	}
+	if got := read(); got != "WATCHDOG=1" {
+		t.Fatalf("second datagram %q", got)
+	}
+	n.stopping()
+	for {
+		if got := read(); got == "STOPPING=1" {
+			return
+		}
+	}
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/supervisor"
+)
+
+// maxCodeBytes is DECISIONS.md's execute_code source bound (128 KiB UTF-8).
+const maxCodeBytes = 128 << 10
+
+// newCodeTool builds execute_code over the same gateway and discovery the
+// top-level tools use (S6).
+func newCodeTool(cfg *config.Config, gw *gateway.Gateway, disc *discovery.Service, pool *supervisor.Pool, log *slog.Logger) (server.CodeTool, error) {
+	return contract.New(contract.Options{
+		Gateway:          gw,
+		Discovery:        disc,
+		Pool:             pool,
+		MaxHostCalls:     cfg.Execute.MaxHostCalls,
+		HostCallTimeout:  cfg.Execute.HostCallTimeout,
+		MaxEmittedBytes:  int(cfg.Execute.MaxEmittedBytes),
+		MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
+		MaxCodeBytes:     maxCodeBytes,
+		Identity:         server.RequestIdentity,
+		Logger:           log.With("component", "contract"),
+	})
+}

@@ -1,0 +1,101 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/gateway"
+)
+
+// thousandTools is an in-process downstream with 1,000 read-only tools with
+// realistic names, descriptions and schemas.
+func thousandTools() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "catalog", Version: "1"}, nil)
+	nouns := []string{"issue", "project", "user", "label", "comment", "milestone", "release", "build", "job", "artifact"}
+	verbs := []string{"list", "get", "search", "count", "export", "describe", "find", "summarize", "compare", "watch"}
+	for i := 0; i < 1000; i++ {
+		noun, verb := nouns[i%10], verbs[(i/10)%10]
+		name := fmt.Sprintf("%s_%s_%d", verb, noun, i/100)
+		schema := fmt.Sprintf(`{"type":"object","properties":{"id":{"type":"string"},"limit":{"type":"integer","minimum":1,"maximum":100},"state":{"enum":["open","closed","all"]},"page%d":{"type":"integer"}},"required":["id"]}`, i)
+		s.AddTool(&mcp.Tool{
+			Name:        name,
+			Description: fmt.Sprintf("%s the %s records of the tracker, filtered by state and paged; variant %d.", verb, noun, i),
+			InputSchema: json.RawMessage(schema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}}, nil
+		})
+	}
+	return s
+}
+
+func BenchmarkSearchTools_1000Tools(b *testing.B) {
+	h := newHarness(b, harnessOptions{extra: []gateway.ConnectorSpec{{ID: "catalog", Title: "Catalog", InProcess: thousandTools}}})
+	cs := h.connect(b, "")
+	args := json.RawMessage(`{"query":"list open issues by state","connector":"catalog","includeSchemas":"compact","limit":20}`)
+	// Warm the catalog once; the benchmark measures search, not listing.
+	if res := call(b, cs, "search_tools", string(args)); res.IsError {
+		b.Fatalf("search: %s", textOf(b, res))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("search: %v", err)
+		}
+	}
+}
+
+// BenchmarkCallTool_Overhead measures call_tool through connecta against
+// the same downstream round trip made directly, and reports p50/p99 of both
+// and the p50 overhead.
+func BenchmarkCallTool_Overhead(b *testing.B) {
+	h := newHarness(b, harnessOptions{})
+	cs := h.connect(b, "")
+	client := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil)
+	direct, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: h.down.url + "/mcp", HTTPClient: &http.Client{}, DisableStandaloneSSE: true,
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	viaArgs := json.RawMessage(`{"address":"down.echo","args":{"q":"x"}}`)
+	directArgs := json.RawMessage(`{"q":"x"}`)
+	call(b, cs, "call_tool", string(viaArgs)) // warm the catalog and sessions
+	via := make([]time.Duration, 0, b.N)
+	dir := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: directArgs}); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "call_tool", Arguments: viaArgs})
+		if err != nil || res.IsError {
+			b.Fatalf("call_tool: %v", err)
+		}
+		t2 := time.Now()
+		dir = append(dir, t1.Sub(t0))
+		via = append(via, t2.Sub(t1))
+	}
+	b.StopTimer()
+	pct := func(d []time.Duration, p float64) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[int(float64(len(s)-1)*p)].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(dir, .5), "direct-p50-ms")
+	b.ReportMetric(pct(dir, .99), "direct-p99-ms")
+	b.ReportMetric(pct(via, .5), "connecta-p50-ms")
+	b.ReportMetric(pct(via, .99), "connecta-p99-ms")
+	b.ReportMetric(pct(via, .5)-pct(dir, .5), "overhead-p50-ms")
+}

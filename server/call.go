@@ -1,0 +1,315 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// truncationHint is the get_result notice hint (§6).
+const truncationHint = "use get_result {id, offset} to page, or re-call with fields to select less"
+
+func (s *Server) handleCallTool(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.handleCall(ctx, info, req, false)
+}
+
+func (s *Server) handleCallDestructiveTool(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.handleCall(ctx, info, req, true)
+}
+
+type callArgs struct {
+	address     string
+	args        json.RawMessage
+	fields      []string
+	valueMode   bool
+	timeout     time.Duration
+	diagnostics bool
+}
+
+func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Duration) (callArgs, *argError) {
+	var c callArgs
+	a, err := parseArgs(raw)
+	if err != nil {
+		return c, err
+	}
+	if c.address, err = a.requiredStr("address"); err != nil {
+		return c, err
+	}
+	if c.args, err = a.object("args"); err != nil {
+		return c, err
+	}
+	if c.args == nil {
+		c.args = json.RawMessage("{}") // omitted args are {} (S5)
+	}
+	if c.fields, err = a.strings("fields"); err != nil {
+		return c, err
+	}
+	mode, _, err := a.enum("resultMode", "mcp", "value")
+	if err != nil {
+		return c, err
+	}
+	c.valueMode = mode == "value"
+	ms, given, err := a.integer("timeoutMs", 1, math.MaxInt32)
+	if err != nil {
+		return c, err
+	}
+	c.timeout = defaultTimeout
+	if given {
+		c.timeout = time.Duration(ms) * time.Millisecond
+	}
+	if c.diagnostics, err = a.boolean("diagnostics"); err != nil {
+		return c, err
+	}
+	if destructive {
+		// reason is validated and then dropped: it is never forwarded (§6).
+		reason, _, err := a.str("reason")
+		if err != nil {
+			return c, err
+		}
+		if utf16Len(reason) > MaxReasonChars {
+			return c, argErrorf("Invalid arguments: %q must be at most %d characters", "reason", MaxReasonChars)
+		}
+	}
+	return c, nil
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// handleCall is call_tool / call_destructive_tool (§6): one gateway scope,
+// one Invoke with source = the tool name, then the result envelope.
+func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest, destructive bool) (*mcp.CallToolResult, error) {
+	c, aerr := parseCallArgs(req.Params.Arguments, destructive, s.opts.HostCallTimeout)
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	if c.timeout > s.writeTimeout()-s.opts.Requests.QueueTimeout-writeGrace && info.extendWrite != nil {
+		info.extendWrite(c.timeout)
+	}
+	source := ToolCallTool
+	if destructive {
+		source = ToolCallDestructiveTool
+	}
+	scope := s.opts.Gateway.NewScope()
+	defer scope.Close()
+	start := time.Now()
+	res, gerr := s.opts.Gateway.Invoke(ctx, scope, gateway.CallRequest{
+		Address:    c.address,
+		Args:       c.args,
+		Front:      gateway.FrontDoorTopLevel,
+		Source:     source,
+		AllowWrite: destructive,
+		Timeout:    c.timeout,
+		RequestID:  info.id,
+		Actor:      info.actor,
+	})
+	callDone := time.Now()
+	if gerr != nil {
+		attempts := attemptsFor(gerr)
+		t := timing{TotalMs: callDone.Sub(start).Milliseconds()}
+		if res != nil {
+			attempts = res.Attempts
+			t = successTiming(res, start, callDone)
+		}
+		return s.callFailure(gerr, c, callDone.Sub(start), attempts, t), nil
+	}
+	out, err := s.callSuccess(ctx, res, c, start, callDone)
+	if err != nil {
+		e := gateway.Errorf(gateway.CodeResultProcessingFailed, false, "Result processing failed: %v", err)
+		return s.callFailure(e, c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil
+	}
+	return out, nil
+}
+
+// timing is §6's diagnostics block, in contract key order.
+type timing struct {
+	CatalogMs          int64 `json:"catalogMs"`
+	AdmissionMs        int64 `json:"admissionMs"`
+	ConnectorMs        int64 `json:"connectorMs"`
+	BackoffMs          int64 `json:"backoffMs"`
+	ResultProcessingMs int64 `json:"resultProcessingMs"`
+	TotalMs            int64 `json:"totalMs"`
+}
+
+// attemptsFor is 0 for refusals connecta makes before dispatch, else 1
+// (0.24.4 makes exactly one attempt); used only when Invoke returned no
+// CallResult.
+func attemptsFor(e *gateway.Error) int {
+	switch e.Code {
+	case gateway.CodeUnknownAddress, gateway.CodeUnknownTool, gateway.CodeDestructiveNeedsApproval,
+		gateway.CodeInvalidArgs, gateway.CodeCatalogLookupFailed, gateway.CodeBudgetExceeded:
+		return 0
+	}
+	return 1
+}
+
+// callFailure renders a failed call (§2 "Call failures").
+func (s *Server) callFailure(e *gateway.Error, c callArgs, d time.Duration, attempts int, t timing) *mcp.CallToolResult {
+	hasNext := e.Detail("nextAction") != nil
+	typed := e.Code == gateway.CodeAuthRequired || e.Code == gateway.CodeInvalidArgs || e.Code == gateway.CodeInputRequiredUnsupported
+	if !hasNext && !typed && !c.valueMode {
+		return textError(e.Message)
+	}
+	fields := []gateway.Field{
+		{Key: "ok", Value: false},
+		{Key: "error", Value: e},
+		{Key: "durationMs", Value: d.Milliseconds()},
+		{Key: "attempts", Value: attempts},
+	}
+	if c.diagnostics {
+		fields = append(fields, gateway.Field{Key: "timing", Value: t})
+	}
+	b, err := gateway.MarshalOrdered(fields)
+	if err != nil {
+		return textError(e.Message)
+	}
+	// isError only for cases 1 and 2: a value-mode failure without either
+	// (e.g. rate_limited) carries none — a pinned quirk.
+	return rawJSONResult(b, hasNext || typed)
+}
+
+func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c callArgs, start, callDone time.Time) (*mcp.CallToolResult, error) {
+	limit := s.opts.MaxInlineBytes
+	if c.valueMode {
+		data := res.Value
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		if len(c.fields) > 0 {
+			p, err := project(data, c.fields)
+			if err != nil {
+				return nil, err
+			}
+			data = p
+		}
+		if len(data) > limit {
+			notice, err := s.stashNotice(ctx, data)
+			if err != nil {
+				return nil, err
+			}
+			data = notice
+		}
+		fields := []gateway.Field{
+			{Key: "ok", Value: true},
+			{Key: "data", Value: data},
+			{Key: "durationMs", Value: time.Since(start).Milliseconds()},
+			{Key: "attempts", Value: max(res.Attempts, 1)},
+		}
+		if c.diagnostics {
+			fields = append(fields, gateway.Field{Key: "timing", Value: successTiming(res, start, callDone)})
+		}
+		b, err := gateway.MarshalOrdered(fields)
+		if err != nil {
+			return nil, err
+		}
+		return rawJSONResult(b, false), nil
+	}
+
+	// MCP mode: content passes through, structuredContent is dropped.
+	var content []mcp.Content
+	if res.Result != nil {
+		content = res.Result.Content
+	} else {
+		v := res.Value
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		content = []mcp.Content{&mcp.TextContent{Text: string(v)}}
+	}
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	if len(c.fields) > 0 {
+		content = projectContent(content, c.fields)
+	}
+	serialized, err := marshalCompact(content)
+	if err != nil {
+		// Content that cannot be serialized passes through (§6).
+		return &mcp.CallToolResult{Content: content}, nil
+	}
+	if len(serialized) <= limit {
+		return &mcp.CallToolResult{Content: content}, nil
+	}
+	notice, err := s.stashNotice(ctx, serialized)
+	if err != nil {
+		return nil, err
+	}
+	allText := true
+	for _, block := range content {
+		if _, ok := block.(*mcp.TextContent); !ok {
+			allText = false
+		}
+	}
+	if allText {
+		head := headBytes(serialized, limit)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(head) + "\n" + string(notice)}}}, nil
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(notice)}}}, nil
+}
+
+func successTiming(res *gateway.CallResult, start, callDone time.Time) timing {
+	return timing{
+		CatalogMs:          res.CatalogTime.Milliseconds(),
+		AdmissionMs:        res.AdmissionTime.Milliseconds(),
+		ConnectorMs:        res.ConnectorTime.Milliseconds(),
+		ResultProcessingMs: time.Since(callDone).Milliseconds(),
+		TotalMs:            time.Since(start).Milliseconds(),
+	}
+}
+
+// stashNotice stores the full text and returns the truncation notice (§6).
+func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage, error) {
+	if !utf8.Valid(full) {
+		full = bytes.ToValidUTF8(full, []byte("\uFFFD"))
+	}
+	id, err := s.opts.Stash.Put(ctx, string(full))
+	if err != nil {
+		return nil, fmt.Errorf("stash: %w", err)
+	}
+	return gateway.MarshalOrdered([]gateway.Field{
+		{Key: "truncated", Value: true},
+		{Key: "resultId", Value: id},
+		{Key: "totalBytes", Value: len(full)},
+		{Key: "hint", Value: truncationHint},
+		{Key: "nextAction", Value: gateway.Object{
+			{Key: "tool", Value: ToolGetResult},
+			{Key: "arguments", Value: gateway.Object{{Key: "id", Value: id}, {Key: "offset", Value: 0}}},
+		}},
+	})
+}
+
+// projectContent applies fields to each text block that holds JSON.
+func projectContent(content []mcp.Content, fields []string) []mcp.Content {
+	out := make([]mcp.Content, len(content))
+	for i, block := range content {
+		out[i] = block
+		tc, ok := block.(*mcp.TextContent)
+		if !ok || !json.Valid([]byte(tc.Text)) {
+			continue
+		}
+		p, err := project(json.RawMessage(tc.Text), fields)
+		if err != nil {
+			continue
+		}
+		cp := *tc
+		cp.Text = string(p)
+		out[i] = &cp
+	}
+	return out
+}

@@ -1,0 +1,367 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/gateway/observe"
+	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/supervisor"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.MaybeRunChild()
+	code := m.Run()
+	closeSharedPool()
+	os.Exit(code)
+}
+
+// One executor pool per test binary: children are spawned from this binary
+// (TestMain's child check) and share one compilation cache (PITFALLS).
+var (
+	poolOnce sync.Once
+	pool     *supervisor.Pool
+	poolErr  error
+)
+
+func sharedPool(t testing.TB) *supervisor.Pool {
+	t.Helper()
+	poolOnce.Do(func() {
+		cache := filepath.Join(os.TempDir(), "connecta-server-test-cache")
+		_ = os.MkdirAll(cache, 0o700)
+		pool, poolErr = supervisor.New(context.Background(), supervisor.Options{Slots: 2, MaxQueue: 16, Spares: 1, CacheDir: cache,
+			Limits: supervisor.Limits{Wall: 10 * time.Second}})
+	})
+	if poolErr != nil {
+		t.Fatalf("executor pool: %v", poolErr)
+	}
+	return pool
+}
+
+func closeSharedPool() {
+	if pool != nil {
+		_ = pool.Close()
+	}
+}
+
+// withCode wires the real execute_code (contract) over the harness's own
+// gateway and discovery — the wiring cmd/connecta does.
+func withCode(h *harness) server.CodeTool {
+	svc, err := contract.New(contract.Options{
+		Gateway: h.gw, Discovery: h.disc, Pool: pool,
+		Identity: server.RequestIdentity,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return svc
+}
+
+// downstream is a real go-sdk MCP server on a loopback port that misbehaves
+// on demand: mode "401", "429", "500" answers every HTTP request so.
+type downstream struct {
+	url  string
+	mode atomic.Value // string
+
+	mu       sync.Mutex
+	lastArgs string
+	calls    int
+
+	slowStarted   chan struct{}
+	slowCancelled chan struct{}
+}
+
+func boolp(b bool) *bool { return &b }
+
+func newDownstream(t testing.TB) *downstream {
+	t.Helper()
+	d := &downstream{slowStarted: make(chan struct{}, 16), slowCancelled: make(chan struct{}, 16)}
+	d.mode.Store("")
+	quit := make(chan struct{})
+	newServer := func(reqCtx context.Context) *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "downstream", Version: "1.0.0"}, nil)
+		ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
+		obj := json.RawMessage(`{"type":"object"}`)
+		record := func(req *mcp.CallToolRequest) {
+			d.mu.Lock()
+			d.lastArgs = string(req.Params.Arguments)
+			d.calls++
+			d.mu.Unlock()
+		}
+		s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo the arguments back as JSON text.", InputSchema: obj, Annotations: ro},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "list_items", Description: "List items with ids and names.", InputSchema: obj, Annotations: ro},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				body := `{"items":[{"id":1,"name":"alpha"},{"id":2,"name":"beta"}],"count":2}`
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: body}}, StructuredContent: json.RawMessage(body)}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "slow", Description: "Block until cancelled.", InputSchema: obj, Annotations: ro},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				d.slowStarted <- struct{}{}
+				// A stateless handler's context may be detached from the HTTP
+				// request; the request's own context shows the caller hung up.
+				select {
+				case <-ctx.Done():
+				case <-reqCtx.Done():
+				case <-quit:
+					return nil, context.Canceled
+				}
+				d.slowCancelled <- struct{}{}
+				return nil, context.Canceled
+			})
+		s.AddTool(&mcp.Tool{Name: "big", Description: "Return a large text result.", InputSchema: json.RawMessage(`{"type":"object","properties":{"bytes":{"type":"integer"}}}`), Annotations: ro},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				var in struct{ Bytes int }
+				_ = json.Unmarshal(req.Params.Arguments, &in)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("é", in.Bytes/2)}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "delete_item", Description: "Delete an item permanently.", InputSchema: obj,
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(true)}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"deleted":true}`}}}, nil
+			})
+		return s
+	}
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(r.Context()) }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch d.mode.Load().(string) {
+		case "401":
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		case "429":
+			w.Header().Set("Retry-After", "2")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		case "500":
+			http.Error(w, "boom", http.StatusInternalServerError)
+			return
+		}
+		if os.Getenv("DEBUG_DOWN") != "" {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			t.Logf("downstream %s %s proto=%q sess=%q -> %d %s", r.Method, r.URL.Path, r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Session-Id"), rec.Code, rec.Body.String())
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(wrapped)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(quit) }) // runs first: releases stuck handlers
+	d.url = srv.URL
+	return d
+}
+
+func (d *downstream) args() (string, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lastArgs, d.calls
+}
+
+type harnessOptions struct {
+	tokens         []server.Token
+	requests       server.RequestLimits
+	maxInlineBytes int
+	extra          []gateway.ConnectorSpec
+	code           func(h *harness) server.CodeTool
+	publicURL      string
+}
+
+// harness is connecta over real HTTP on a loopback port, with real gateway,
+// discovery, stash and activity in front of the downstream.
+type harness struct {
+	url      string
+	srv      *server.Server
+	gw       *gateway.Gateway
+	disc     *discovery.Service
+	activity *activity.Recorder
+	down     *downstream
+	registry *prometheus.Registry
+}
+
+func newHarness(t testing.TB, o harnessOptions) *harness {
+	t.Helper()
+	ctx := context.Background()
+	h := &harness{down: newDownstream(t), registry: prometheus.NewRegistry()}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var err error
+	h.activity, err = activity.New(activity.Options{Ring: 1000, Logger: log, ServerName: "connecta", ServerVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := append([]gateway.ConnectorSpec{{
+		ID: "down", Title: "Downstream", Description: "Test downstream", Guide: "# Downstream guide\n\nUse echo for echoes.",
+		URL: h.down.url + "/mcp",
+	}}, o.extra...)
+	h.gw, err = gateway.New(ctx, gateway.Options{
+		Connectors: specs, Activity: h.activity,
+		Observer:  observe.New(observe.Options{Entries: 256, TTL: time.Hour}),
+		Validator: validate.New(validate.Options{CacheEntries: 64}),
+		Logger:    log, Metrics: h.registry,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.gw.Close() })
+	h.disc, err = discovery.New(discovery.Options{Catalog: h.gw, MeasureTopLevel: server.MeasureTopLevel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code server.CodeTool
+	if o.code != nil {
+		code = o.code(h)
+	}
+	h.srv, err = server.New(server.Options{
+		Name: "connecta", Version: "test",
+		Gateway: h.gw, Discovery: h.disc,
+		Stash:          stash.NewMemory(stash.Options{MaxBytes: 64 << 20, TTL: 15 * time.Minute}),
+		Activity:       h.activity,
+		Code:           code,
+		ExecutorName:   "quickjs-wasm",
+		Tokens:         o.tokens,
+		PublicURL:      o.publicURL,
+		Requests:       o.requests,
+		MaxInlineBytes: o.maxInlineBytes,
+		Registry:       h.registry,
+		Logger:         log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := h.srv.HTTPServer(ln.Addr().String())
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	h.url = "http://" + ln.Addr().String()
+	return h
+}
+
+// tokenTransport adds a bearer token to every request.
+type tokenTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if t.token != "" {
+		r.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	return t.base.RoundTrip(r)
+}
+
+func (h *harness) connect(t testing.TB, token string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := h.tryConnect(context.Background(), token)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func (h *harness) tryConnect(ctx context.Context, token string) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.0.0"}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:             h.url + "/mcp",
+		HTTPClient:           &http.Client{Transport: &tokenTransport{token: token, base: http.DefaultTransport}},
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}, nil)
+}
+
+func call(t testing.TB, cs *mcp.ClientSession, name string, args string) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("%s(%s): %v", name, args, err)
+	}
+	return res
+}
+
+func textOf(t testing.TB, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatalf("no content")
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content[0] is %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+// decode parses a JSON text into a generic value for assertions.
+func decode(t testing.TB, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("not a JSON object: %v\n%s", err, s)
+	}
+	return m
+}
+
+// rawPost sends a JSON-RPC body to /mcp with the MCP headers.
+func (h *harness) rawPost(t testing.TB, body io.Reader, size int64, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.url+"/mcp", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+const toolsListBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+var _ = fmt.Sprintf

@@ -1,0 +1,384 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// requestInfo travels with one HTTP request (or one stdio tool call).
+type requestInfo struct {
+	id    string
+	actor string
+	// ctx is the HTTP request's own context: the SDK may run tool handlers on
+	// a context detached from it, so handlers merge it back in (PITFALLS).
+	ctx context.Context
+	// extendWrite pushes the response write deadline out when a call asks
+	// for a longer deadline than the server-wide write timeout allows.
+	extendWrite func(d time.Duration)
+	server      *mcp.Server
+}
+
+type requestInfoKey struct{}
+
+func infoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// Handler returns the HTTP handler: /mcp, /health, /metrics, /activity.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.serveHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer}))
+	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
+	mux.Handle("/mcp", s.admitted(s.authenticated(s.bodyCapped(s.originChecked(s.mcpHandler)))))
+	return s.logged(securityHeaders(mux))
+}
+
+// HTTPServer returns an http.Server for the handler with timeouts sized so
+// the write deadline exceeds the admission wait plus the longest deadline a
+// request may legitimately run to, plus grace (PITFALLS).
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       s.opts.Requests.QueueTimeout + time.Minute,
+		WriteTimeout:      s.writeTimeout(),
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+func (s *Server) writeTimeout() time.Duration {
+	longest := s.opts.ExecutionTimeout
+	if s.opts.HostCallTimeout > longest {
+		longest = s.opts.HostCallTimeout
+	}
+	return s.opts.Requests.QueueTimeout + longest + writeGrace
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// admitted takes a request permit before anything else, including auth
+// (§12). The permit is held until the response body ends.
+func (s *Server) admitted(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release, err := s.admission.acquire(r.Context())
+		if err != nil {
+			switch {
+			case errors.Is(err, errShuttingDown):
+				writeRPCRefusal(w, rpcServerShuttingDown, "Server is shutting down; retry on another instance or later.", "server_shutting_down", s.opts.Requests.RetryAfter)
+			case errors.Is(err, errOverloaded):
+				writeRPCRefusal(w, rpcServerOverloaded, "Server overloaded; retry later.", "server_overloaded", s.opts.Requests.RetryAfter)
+			default: // the client went away while queued: nobody is listening
+			}
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeRPCRefusal writes the 503 JSON-RPC error of §12.
+func writeRPCRefusal(w http.ResponseWriter, code int, message, dataCode string, retryAfter time.Duration) {
+	ms := retryAfter.Milliseconds()
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(float64(ms)/1000))), 10))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	body, _ := json.Marshal(rpcRefusal{
+		JSONRPC: "2.0",
+		Error: rpcRefusalError{Code: code, Message: message,
+			Data: rpcRefusalData{Code: dataCode, Retryable: true, RetryAfterMs: ms}},
+	})
+	_, _ = w.Write(body)
+}
+
+// rpcRefusal is a JSON-RPC error response with a null id, in wire order.
+type rpcRefusal struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      *int            `json:"id"`
+	Error   rpcRefusalError `json:"error"`
+}
+
+type rpcRefusalError struct {
+	Code    int            `json:"code"`
+	Message string         `json:"message"`
+	Data    rpcRefusalData `json:"data"`
+}
+
+type rpcRefusalData struct {
+	Code         string `json:"code"`
+	Retryable    bool   `json:"retryable"`
+	RetryAfterMs int64  `json:"retryAfterMs"`
+}
+
+// authenticated checks the bearer token in constant time and records the
+// token's name as the actor. With no tokens configured the server serves
+// loopback clients only.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		actor, ok := s.authenticate(r)
+		if !ok {
+			if len(s.tokens) == 0 {
+				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="connecta"`)
+			writeJSONError(w, http.StatusUnauthorized, "unauthorized", "A valid bearer token is required.")
+			return
+		}
+		info := infoFrom(r.Context())
+		if info != nil {
+			info.actor = actor
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type tokenEntry struct {
+	name string
+	hash [sha256.Size]byte
+}
+
+func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
+	if len(s.tokens) == 0 {
+		return "local", isLoopbackRemote(r.RemoteAddr)
+	}
+	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !found {
+		presented, found = strings.CutPrefix(r.Header.Get("Authorization"), "bearer ")
+	}
+	// Hashing first makes the comparison independent of the token lengths;
+	// every configured token is compared so timing reveals no index.
+	sum := sha256.Sum256([]byte(strings.TrimSpace(presented)))
+	match := -1
+	for i := range s.tokens {
+		if subtle.ConstantTimeCompare(sum[:], s.tokens[i].hash[:]) == 1 && found && presented != "" {
+			match = i
+		}
+	}
+	if match < 0 {
+		return "", false
+	}
+	return s.tokens[match].name, true
+}
+
+func isLoopbackRemote(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// bodyCapped refuses a declared oversize body at once and bounds the read of
+// any other before the SDK sees it.
+func (s *Server) bodyCapped(next http.Handler) http.Handler {
+	limit := s.opts.Requests.MaxBodyBytes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("Request body exceeds %d bytes.", limit))
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// originChecked refuses cross-origin browser requests (CSRF and DNS
+// rebinding from a page); non-browser clients send no Origin and pass. The
+// SDK adds its own Host check for loopback listeners.
+func (s *Server) originChecked(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	for _, o := range s.opts.TrustedOrigins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			s.log.Warn("ignoring trusted origin", "origin", o, "err", err)
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.rebinding(r) {
+			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
+			return
+		}
+		if err := cop.Check(r); err != nil {
+			writeJSONError(w, http.StatusForbidden, "cross_origin", "Cross-origin requests are refused.")
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin, r.Host) {
+			writeJSONError(w, http.StatusForbidden, "cross_origin", "Cross-origin requests are refused.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rebinding reports a DNS-rebinding attempt: a request that arrived on a
+// loopback address but names a foreign Host (other than PublicURL's).
+func (s *Server) rebinding(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !isLoopbackRemote(local.String()) {
+		return false
+	}
+	if s.publicHost != "" && strings.EqualFold(r.Host, s.publicHost) {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+func (s *Server) originAllowed(origin, host string) bool {
+	for _, o := range s.opts.TrustedOrigins {
+		if strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	_, rest, ok := strings.Cut(origin, "://")
+	return ok && strings.EqualFold(rest, host)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": message}})
+	_, _ = w.Write(body)
+}
+
+// logged wraps every request: request id, payload-free access log, metrics.
+func (s *Server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		rc := http.NewResponseController(sw)
+		info := &requestInfo{id: newRequestID(), ctx: r.Context()}
+		info.extendWrite = func(d time.Duration) { _ = rc.SetWriteDeadline(time.Now().Add(d + writeGrace)) }
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+		next.ServeHTTP(sw, r)
+		route := routeOf(r.URL.Path)
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+			slog.String("requestId", info.id), slog.String("method", r.Method), slog.String("route", route),
+			slog.Int("status", status), slog.String("actor", info.actor),
+			slog.Int64("durationMs", time.Since(start).Milliseconds()))
+	})
+}
+
+func routeOf(path string) string {
+	switch path {
+	case "/mcp", "/health", "/metrics", "/activity":
+		return path
+	}
+	return "other"
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusWriter remembers the status code; Unwrap keeps http.ResponseController
+// (flush, write deadlines) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack is not used by MCP; provided so wrapping never hides it.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// serveHealth is open and payload-free (§14).
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	h := s.Health()
+	status := http.StatusOK
+	if h.Status != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = encodeJSON(w, h)
+}
+
+// serveActivity returns recent payload-free activity events, newest first.
+func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
+	limit := activityDefaultLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeJSONError(w, http.StatusBadRequest, "invalid_args", "limit must be a positive integer.")
+			return
+		}
+		limit = min(n, activityMaxLimit)
+	}
+	events := s.recentActivity(limit)
+	w.Header().Set("Content-Type", "application/json")
+	_ = encodeJSON(w, map[string]any{"events": events})
+}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestAdmission_FIFOAndQueueTimeoutAndFreeCancel(t *testing.T) {
+	a, err := newAdmission(1, 2, 50*time.Millisecond, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := a.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two waiters queue in order; a third is refused at once (queue full).
+	order := make(chan int, 2)
+	got := make(chan func(), 2)
+	for i := 1; i <= 2; i++ {
+		i := i
+		go func() {
+			a2 := a
+			r, err := a2.acquire(context.Background())
+			if err == nil {
+				order <- i
+				got <- r
+			}
+		}()
+		for a.snapshot().Queued != i {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if _, err := a.acquire(context.Background()); !errors.Is(err, errOverloaded) {
+		t.Fatalf("third waiter: %v, want overloaded", err)
+	}
+	release()
+	if first := <-order; first != 1 {
+		t.Fatalf("FIFO: %d admitted first", first)
+	}
+	(<-got)()
+	<-order
+	(<-got)()
+	// Queue timeout.
+	hold, _ := a.acquire(context.Background())
+	if _, err := a.acquire(context.Background()); !errors.Is(err, errOverloaded) {
+		t.Fatalf("timeout: %v", err)
+	}
+	// A cancel while queued is free: not a rejection.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := a.snapshot().Totals.Rejected
+	if _, err := a.acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancel: %v", err)
+	}
+	if s := a.snapshot(); s.Totals.Rejected != before || s.Totals.Cancelled != 1 {
+		t.Fatalf("snapshot after cancel %+v", s)
+	}
+	hold()
+	if s := a.snapshot(); s.Active != 0 || s.Queued != 0 {
+		t.Fatalf("leaked permits: %+v", s)
+	}
+	// Close refuses the queue and everything after.
+	a.close()
+	if _, err := a.acquire(context.Background()); !errors.Is(err, errShuttingDown) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestAdmission_ZeroQueueFailsFast(t *testing.T) {
+	a, _ := newAdmission(1, 0, time.Hour, time.Second, nil)
+	r, _ := a.acquire(context.Background())
+	defer r()
+	start := time.Now()
+	if _, err := a.acquire(context.Background()); !errors.Is(err, errOverloaded) {
+		t.Fatalf("err %v", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatal("a queue of 0 must fail fast")
+	}
+}
+
+func TestProject_FlatAndEnvelope(t *testing.T) {
+	v := json.RawMessage(`{"results":[{"id":1,"n":{"a":2}},{"id":2}],"total":9007199254740993,"x":{"y":"<&>"}}`)
+	for _, tc := range []struct {
+		fields []string
+		want   string
+	}{
+		{[]string{"total", "x.y"}, `{"total":9007199254740993,"x.y":"<&>"}`},
+		{[]string{"results[].id"}, `{"results[].id":[1,2]}`},
+		{[]string{"results[].n.a"}, `{"data":{"results[].n.a":[2]},"$connecta":{"type":"field_projection","unmatchedFields":[],"partialFields":["results[].n.a"],"hint":"` + fieldsHint + `"}}`},
+		{[]string{"nope", "$connecta"}, `{"data":{},"$connecta":{"type":"field_projection","unmatchedFields":["nope","$connecta"],"hint":"` + fieldsHint + `"}}`},
+	} {
+		got, err := project(v, tc.fields)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%v:\n got %s (%v)\nwant %s", tc.fields, got, err, tc.want)
+		}
+	}
+}
+
+func TestClampBytes_CodepointSafe(t *testing.T) {
+	s := strings.Repeat("é", 300) // 600 bytes
+	got := clampBytes(s, MaxEchoBytes)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) > MaxEchoBytes+len("…") {
+		t.Fatalf("clamp %d bytes valid=%v", len(got), utf8.ValidString(got))
+	}
+}
+
+func TestInstructions_Bounded(t *testing.T) {
+	if n := utf16Len(instructions); n > MaxInstructionsChars {
+		t.Fatalf("instructions are %d characters", n)
+	}
+	if len(usageSkill) >= MaxUsageSkillBytes {
+		t.Fatalf("usage skill is %d bytes", len(usageSkill))
+	}
+}
+
+func FuzzParseCallArgs(f *testing.F) {
+	for _, s := range []string{`{}`, `{"address":"a.b","args":{"x":[1,2]},"fields":["a[].b"],"resultMode":"value","timeoutMs":5}`,
+		`{"address":1}`, `[]`, `null`, `{"timeoutMs":1e308}`, `{"reason":"` + strings.Repeat("x", 600) + `"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c, err := parseCallArgs(raw, true, time.Second)
+		if err == nil && (c.address == "" && !strings.Contains(string(raw), `"address"`)) {
+			t.Fatalf("accepted without address: %s", raw)
+		}
+		if err == nil && c.timeout <= 0 {
+			t.Fatalf("non-positive timeout from %s", raw)
+		}
+	})
+}
+
+func FuzzProject(f *testing.F) {
+	f.Add([]byte(`{"a":{"b":[{"c":1},{"d":2}]}}`), "a.b[].c")
+	f.Add([]byte(`[1,2]`), "x")
+	f.Add([]byte(`{"a":"\ud800"}`), "a")
+	f.Fuzz(func(t *testing.T, raw []byte, path string) {
+		if !json.Valid(raw) {
+			return
+		}
+		out, err := project(raw, strings.Split(path, ","))
+		if err == nil && !json.Valid(out) {
+			t.Fatalf("invalid projection %s", out)
+		}
+	})
+}
+
+func TestHTTPServer_WriteTimeoutExceedsAdmissionPlusDeadline(t *testing.T) {
+	s := &Server{opts: Options{Requests: RequestLimits{QueueTimeout: 5 * time.Second}, ExecutionTimeout: 30 * time.Second, HostCallTimeout: 15 * time.Second}}
+	if got, min := s.writeTimeout(), 35*time.Second; got <= min {
+		t.Fatalf("write timeout %s must exceed %s", got, min)
+	}
+}

@@ -1,0 +1,55 @@
+package server
+
+import "time"
+
+// Contract bounds and defaults the server applies (spec-meta-tools §1, §2, §4,
+// §7, §12, §14; DECISIONS.md). Named as the contract names them.
+const (
+	// §12 request admission defaults.
+	DefaultMaxActive    = 16
+	DefaultMaxQueue     = 32
+	DefaultQueueTimeout = 5000 * time.Millisecond
+	DefaultRetryAfter   = 1000 * time.Millisecond
+	// §14 Node maxBodyBytes.
+	DefaultMaxBodyBytes = 10 << 20
+	// results.maxInlineBytes (calls.maxResultBytes).
+	DefaultMaxInlineBytes = 50000
+	// execute.hostCallTimeoutMs: call_tool's deadline when timeoutMs is absent.
+	DefaultHostCallTimeout = 15000 * time.Millisecond
+	// executor.timeoutMs, the program wall deadline (X1).
+	DefaultExecutionTimeout = 30000 * time.Millisecond
+
+	// §4 / S3: a discovery page over this many bytes is result_too_large. At
+	// the top level the complete tool result (both copies) is measured.
+	MaxDiscoveryResultBytes = 256000
+	// §1: instructions stay within this many characters.
+	MaxInstructionsChars = 1000
+	// §1: call_destructive_tool's reason.
+	MaxReasonChars = 500
+	// §2: caller text echoed back is clamped to this many bytes plus "…".
+	MaxEchoBytes = 512
+	// §9: the usage skill stays under this many bytes.
+	MaxUsageSkillBytes = 9000
+	// §1 tools/list cache hint.
+	ToolsListTTLMs = 3600000
+
+	// shutdownGrace is how long in-flight requests may drain on SIGTERM
+	// (§14 shutdownTimeoutMs).
+	DefaultShutdownGrace = 10 * time.Second
+	// writeGrace is added on top of admission wait and the longest deadline
+	// when sizing the HTTP write timeout (PITFALLS: write timeout).
+	writeGrace = 10 * time.Second
+	// readHeaderTimeout bounds slow-loris header writers.
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+	// activityDefaultLimit is /activity's page when no limit is given.
+	activityDefaultLimit = 100
+	activityMaxLimit     = 10000
+)
+
+// JSON-RPC error codes of §12.
+const (
+	rpcServerOverloaded   = -32001
+	rpcServerShuttingDown = -32002
+)

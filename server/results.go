@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// handleGetResult pages a stashed call_tool result (§7).
+func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, aerr := parseArgs(req.Params.Arguments)
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	id, aerr := args.requiredStr("id")
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	maxBytes, given, aerr := args.integer("maxBytes", 1, math.MaxInt32)
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	if !given {
+		// The deployment-wide cap, not a connector's (§7).
+		maxBytes = int64(s.opts.MaxInlineBytes)
+	}
+	offset, _, aerr := args.integer("offset", 0, math.MaxInt32)
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	page, err := s.opts.Stash.Get(ctx, id, int(offset), int(maxBytes))
+	if err != nil {
+		return textError(fmt.Sprintf("Unknown or expired result id %s", quote(clampBytes(id, MaxEchoBytes)))), nil
+	}
+	return jsonResult(page), nil
+}
+
+// handleAuthorizeConnector answers operator_config or unavailable (§8;
+// downstream OAuth is out of scope).
+func (s *Server) handleAuthorizeConnector(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, aerr := parseArgs(req.Params.Arguments)
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	id, aerr := args.requiredStr("connector")
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	if _, aerr := args.boolean("force"); aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	obj, gerr := s.opts.Gateway.Authorize(ctx, id)
+	if gerr != nil {
+		// §8: an unknown id (and any other failure) is a text error.
+		return textError(gerr.Message), nil
+	}
+	return jsonResult(obj), nil
+}

@@ -1,0 +1,403 @@
+// Package server is connecta's MCP front door: the seven top-level tools over
+// the official Go SDK, served as stateless streamable HTTP on /mcp (a fresh
+// MCP server per request) or over stdio, with request admission before auth,
+// bearer tokens, a body cap, origin protection, /health, /metrics and
+// /activity.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// CodeTool is execute_code as the code-mode contract provides it
+// (*contract.Service satisfies it).
+type CodeTool interface {
+	Tool() *mcp.Tool
+	Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
+}
+
+// Gateway is what the server needs of the gateway core (*gateway.Gateway).
+type Gateway interface {
+	Connectors() []gateway.ConnectorInfo
+	NewScope() *gateway.Scope
+	Invoke(ctx context.Context, scope *gateway.Scope, req gateway.CallRequest) (*gateway.CallResult, *gateway.Error)
+	Authorize(ctx context.Context, connectorID string) (gateway.Object, *gateway.Error)
+}
+
+// Discovery is the catalog search service (gateway/discovery) with the front
+// door as a parameter: the top level gets the grouped page.
+type Discovery interface {
+	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, error)
+}
+
+// Token is one accepted bearer token; Name is the actor recorded in activity.
+type Token struct {
+	Name  string
+	Value string
+}
+
+// RequestLimits configure /mcp admission and the body cap (§12).
+type RequestLimits struct {
+	MaxActive    int
+	MaxQueue     int // 0 = fail fast
+	QueueTimeout time.Duration
+	RetryAfter   time.Duration
+	MaxBodyBytes int64
+}
+
+// Options configure a Server. Zero limits take the contract defaults.
+type Options struct {
+	Name    string // server name reported to clients and /health
+	Version string
+
+	Gateway   Gateway
+	Discovery Discovery
+	Stash     stash.Store
+	Activity  *activity.Recorder // serves /activity; nil = empty
+	Code      CodeTool           // execute_code; nil leaves six tools (tests only)
+	// ExecutorName is reported by /health (§14); sanitized to [\w .+-], ≤ 40.
+	ExecutorName string
+	// CodeAdmission returns the executor's payload-free admission snapshot
+	// for /health; nil reports {managedByExecutor:true}.
+	CodeAdmission func() any
+
+	Tokens         []Token // none = loopback clients only
+	TrustedOrigins []string
+	// PublicURL is where clients reach the server (e.g. through a local
+	// reverse proxy); its host passes the DNS-rebinding check and its origin
+	// the cross-origin check.
+	PublicURL string
+	Requests  RequestLimits
+
+	MaxInlineBytes   int           // results.maxInlineBytes
+	HostCallTimeout  time.Duration // execute.hostCallTimeoutMs: call_tool's default deadline
+	ExecutionTimeout time.Duration // executor.timeoutMs: sizes the HTTP write timeout
+
+	// Registry receives the server's metrics and is served on /metrics.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// Server serves the seven tools. Safe for concurrent use.
+type Server struct {
+	opts       Options
+	log        *slog.Logger
+	tokens     []tokenEntry
+	admission  *admission
+	registerer prometheus.Registerer
+	gatherer   prometheus.Gatherer
+	metrics    *serverMetrics
+
+	tools          []toolEntry // built once
+	instructions   string
+	implementation *mcp.Implementation
+
+	mcpHandler http.Handler
+	publicHost string // host[:port] of PublicURL, "" when unset
+	draining   atomic.Bool
+}
+
+type serverMetrics struct {
+	httpRequests *prometheus.CounterVec
+	toolCalls    *prometheus.CounterVec
+	toolDuration *prometheus.HistogramVec
+}
+
+// New builds a Server: tool definitions and schemas are built here, once.
+func New(opts Options) (*Server, error) {
+	if opts.Gateway == nil || opts.Discovery == nil || opts.Stash == nil {
+		return nil, errors.New("server: Gateway, Discovery and Stash are required")
+	}
+	if opts.Name == "" {
+		opts.Name = "connecta"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	r := &opts.Requests
+	if r.MaxActive <= 0 {
+		r.MaxActive = DefaultMaxActive
+	}
+	if r.MaxQueue < 0 {
+		r.MaxQueue = 0
+	}
+	if r.QueueTimeout <= 0 {
+		r.QueueTimeout = DefaultQueueTimeout
+	}
+	if r.RetryAfter <= 0 {
+		r.RetryAfter = DefaultRetryAfter
+	}
+	if r.MaxBodyBytes <= 0 {
+		r.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxInlineBytes <= 0 {
+		opts.MaxInlineBytes = DefaultMaxInlineBytes
+	}
+	if opts.HostCallTimeout <= 0 {
+		opts.HostCallTimeout = DefaultHostCallTimeout
+	}
+	if opts.ExecutionTimeout <= 0 {
+		opts.ExecutionTimeout = DefaultExecutionTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{opts: opts, log: log, registerer: reg, gatherer: reg}
+	if opts.PublicURL != "" {
+		u, err := url.Parse(opts.PublicURL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("server: publicUrl %q is not an absolute URL", opts.PublicURL)
+		}
+		s.publicHost = u.Host
+		s.opts.TrustedOrigins = append(s.opts.TrustedOrigins, u.Scheme+"://"+u.Host)
+	}
+	for _, t := range opts.Tokens {
+		if t.Value == "" {
+			return nil, fmt.Errorf("server: token %q is empty", t.Name)
+		}
+		s.tokens = append(s.tokens, tokenEntry{name: t.Name, hash: sha256.Sum256([]byte(t.Value))})
+	}
+	var err error
+	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
+	if err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	s.metrics = &serverMetrics{
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "code"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_tool_calls_total", Help: "Top-level tool calls by tool and outcome.",
+		}, []string{"tool", "outcome"}),
+		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "connecta_tool_call_duration_seconds", Help: "Top-level tool call duration.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"tool"}),
+	}
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("server: metrics: %w", err)
+		}
+	}
+	s.implementation = &mcp.Implementation{Name: opts.Name, Version: opts.Version}
+	s.instructions = instructions
+	s.tools = s.buildTools()
+
+	s.mcpHandler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if info := infoFrom(r.Context()); info != nil {
+			if info.server == nil {
+				info.server = s.newMCPServer(info)
+			}
+			return info.server
+		}
+		return s.newMCPServer(&requestInfo{id: newRequestID(), actor: "local", ctx: r.Context()})
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		JSONResponse:                 true,
+		MaxRequestBodyBytes:          r.MaxBodyBytes,
+		PropagateRequestCancellation: true,
+		// Our own rebinding check (originChecked) also admits PublicURL's host.
+		DisableLocalhostProtection: true,
+		Logger:                     log.With("component", "mcp"),
+	})
+	return s, nil
+}
+
+// newMCPServer is the fresh per-request MCP server; its tool handlers close
+// over the request so a client disconnect cancels their work.
+func (s *Server) newMCPServer(info *requestInfo) *mcp.Server {
+	srv := mcp.NewServer(s.implementation, &mcp.ServerOptions{
+		Instructions: s.instructions,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+			if _, ok := req.(*mcp.ListToolsRequest); ok {
+				c.TTLMs = ToolsListTTLMs
+				c.CacheScope = "private"
+			}
+		},
+	})
+	for i := range s.tools {
+		t := &s.tools[i]
+		srv.AddTool(t.tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.runTool(ctx, info, t, req)
+		})
+	}
+	return srv
+}
+
+// runTool runs one top-level tool call: the request's context is merged in
+// (disconnect cancels), the actor and request id are attached, metrics taken.
+func (s *Server) runTool(ctx context.Context, info *requestInfo, t *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	// The work runs on a context that carries none of the SDK's values: the
+	// SDK server stores the inbound request's protocol version in its
+	// context, and the SDK client reads that same key when it talks to a
+	// downstream, so a 2026-07-28 client would leak its version into our
+	// 2025-11-25 downstream sessions (observed: HTTP 400 from the
+	// downstream). Cancellation still flows from both the SDK handler
+	// context and the HTTP request (a client disconnect cancels the work).
+	sdkCtx := ctx
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(sdkCtx, cancel)()
+	if info.ctx != nil {
+		defer context.AfterFunc(info.ctx, cancel)()
+	}
+	if deadline, ok := sdkCtx.Deadline(); ok {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
+	}
+	if info.id == "" { // stdio: one session, a request id per call
+		perCall := *info
+		perCall.id = newRequestID()
+		info = &perCall
+	}
+	ctx = context.WithValue(ctx, requestInfoKey{}, info)
+	start := time.Now()
+	res, err := t.handle(ctx, info, req)
+	outcome := "success"
+	switch {
+	case err != nil:
+		outcome = "protocol_error"
+	case res != nil && res.IsError:
+		outcome = "error"
+	}
+	s.metrics.toolCalls.WithLabelValues(t.tool.Name, outcome).Inc()
+	s.metrics.toolDuration.WithLabelValues(t.tool.Name).Observe(time.Since(start).Seconds())
+	return res, err
+}
+
+// ServeStdio serves one MCP session over stdin/stdout until the client
+// leaves or ctx ends. Logs must go to stderr (the caller's logger).
+func (s *Server) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
+	info := &requestInfo{actor: "stdio"}
+	srv := s.newMCPServer(info)
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// BeginShutdown stops admitting new /mcp requests; /health turns 503.
+func (s *Server) BeginShutdown() {
+	s.draining.Store(true)
+	s.admission.close()
+}
+
+// InFlight reports requests holding an admission permit.
+func (s *Server) InFlight() int { return s.admission.activeCount() }
+
+// HealthReport is the payload-free /health body (§14).
+type HealthReport struct {
+	Status     string          `json:"status"`
+	Connectors int             `json:"connectors"`
+	Server     healthServer    `json:"server"`
+	Executor   *healthExecutor `json:"executor,omitempty"`
+	Admission  healthAdmission `json:"admission"`
+}
+
+type healthServer struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+type healthExecutor struct {
+	Name string `json:"name"`
+}
+
+type healthAdmission struct {
+	Policy   string            `json:"policy"`
+	Requests AdmissionSnapshot `json:"requests"`
+	Code     any               `json:"code"`
+}
+
+// Health returns the /health report.
+func (s *Server) Health() HealthReport {
+	h := HealthReport{
+		Status:     "ok",
+		Connectors: len(s.opts.Gateway.Connectors()),
+		Server:     healthServer{Name: s.opts.Name, Version: s.opts.Version},
+		Admission: healthAdmission{
+			Policy:   "global-fifo",
+			Requests: s.admission.snapshot(),
+			Code:     map[string]bool{"managedByExecutor": true},
+		},
+	}
+	if s.opts.CodeAdmission != nil {
+		h.Admission.Code = s.opts.CodeAdmission()
+	}
+	if s.draining.Load() {
+		h.Status = "shutting_down"
+	}
+	if name := sanitizeExecutorName(s.opts.ExecutorName); name != "" {
+		h.Executor = &healthExecutor{Name: name}
+	}
+	return h
+}
+
+// sanitizeExecutorName keeps [\w .+-] and at most 40 characters (§14).
+func sanitizeExecutorName(name string) string {
+	out := make([]rune, 0, len(name))
+	for _, r := range name {
+		if len(out) == 40 {
+			break
+		}
+		if r == '_' || r == ' ' || r == '.' || r == '+' || r == '-' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}
+
+func (s *Server) recentActivity(limit int) []activity.Event {
+	if s.opts.Activity == nil {
+		return []activity.Event{}
+	}
+	events := s.opts.Activity.Recent(limit)
+	if events == nil {
+		events = []activity.Event{}
+	}
+	return events
+}
+
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// CodeTool returns the execute_code tool the server serves (nil when none).
+func (s *Server) CodeTool() CodeTool { return s.opts.Code }
+
+// RequestIdentity returns the request id and actor of the top-level request
+// ctx belongs to (for execute_code's activity events); empty when none.
+func RequestIdentity(ctx context.Context) (requestID, actor string) {
+	if info := infoFrom(ctx); info != nil {
+		return info.id, info.actor
+	}
+	return "", ""
+}

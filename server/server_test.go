@@ -1,0 +1,385 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/server"
+)
+
+func TestSurface_ToolsRegisteredWithHandWrittenSchemas(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(t, "")
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+		schema, _ := json.Marshal(tool.InputSchema)
+		if strings.Contains(string(schema), "additionalProperties") {
+			t.Errorf("%s: schema must not forbid unknown keys: %s", tool.Name, schema)
+		}
+	}
+	slices.Sort(names)
+	want := []string{"authorize_connector", "call_destructive_tool", "call_tool", "get_result", "search_tools", "skills"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools = %v, want %v (execute_code is added by the code tool)", names, want)
+	}
+	init := cs.InitializeResult()
+	if n := len([]rune(init.Instructions)); n == 0 || n > server.MaxInstructionsChars {
+		t.Fatalf("instructions are %d characters", n)
+	}
+	for _, removed := range []string{"list_connectors", "describe_tools", "batch_call"} {
+		if strings.Contains(init.Instructions, removed) {
+			t.Errorf("instructions name removed tool %s", removed)
+		}
+	}
+}
+
+func TestSurface_RemovedToolFailsNamingIt(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(t, "")
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "batch_call", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), "batch_call") {
+		t.Fatalf("err = %v, want one naming batch_call", err)
+	}
+}
+
+func TestSurface_UnknownKeysIgnoredAndTypeErrorsNameTheField(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(t, "")
+	res := call(t, cs, "call_tool", `{"address":"down.echo","args":{"x":1},"maxRetries":2,"bogus":true}`)
+	if res.IsError {
+		t.Fatalf("unknown keys must be ignored: %s", textOf(t, res))
+	}
+	res = call(t, cs, "call_tool", `{"address":42}`)
+	if !res.IsError || !strings.Contains(textOf(t, res), `"address"`) {
+		t.Fatalf("want isError naming address, got %+v", textOf(t, res))
+	}
+	res = call(t, cs, "get_result", `{"id":"x","maxBytes":0}`)
+	if !res.IsError || !strings.Contains(textOf(t, res), `"maxBytes"`) {
+		t.Fatalf("want isError naming maxBytes, got %s", textOf(t, res))
+	}
+}
+
+func TestAuth_MissingWrongRightToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{tokens: []server.Token{{Name: "laptop", Value: "s3cret-token-value-0123456789"}, {Name: "ci", Value: "another-token-value-abcdefghij"}}})
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"missing", "", http.StatusUnauthorized},
+		{"wrong", "s3cret-token-value-012345678X", http.StatusUnauthorized},
+		{"prefix", "s3cret", http.StatusUnauthorized},
+		{"right", "s3cret-token-value-0123456789", http.StatusOK},
+		{"second", "another-token-value-abcdefghij", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), tc.token)
+			if resp.StatusCode != tc.status {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			if tc.status == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+		})
+	}
+	// The actor is the token's name.
+	cs := h.connect(t, "another-token-value-abcdefghij")
+	call(t, cs, "call_tool", `{"address":"down.echo","args":{}}`)
+	ev := h.activity.Recent(1)
+	if len(ev) != 1 || ev[0].Actor != "ci" {
+		t.Fatalf("activity = %+v, want actor ci", ev)
+	}
+	// /activity needs the token too.
+	resp, err := http.Get(h.url + "/activity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/activity without token: %d", resp.StatusCode)
+	}
+}
+
+func TestAdmission_OverloadIs503WithServerOverloaded(t *testing.T) {
+	h := newHarness(t, harnessOptions{requests: server.RequestLimits{MaxActive: 1, MaxQueue: 0, RetryAfter: 1500 * time.Millisecond}})
+	cs := h.connect(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow"}})
+	}()
+	<-h.down.slowStarted
+	resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "2" {
+		t.Fatalf("Retry-After = %q, want 2 (ceil of 1.5 s)", got)
+	}
+	const want = `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Server overloaded; retry later.","data":{"code":"server_overloaded","retryable":true,"retryAfterMs":1500}}}`
+	if strings.TrimSpace(string(body)) != want {
+		t.Fatalf("body\n got %s\nwant %s", body, want)
+	}
+	cancel()
+	<-done
+	snap := h.srv.Health().Admission.Requests
+	if snap.Totals.Rejected < 1 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+}
+
+func TestAdmission_BeforeAuth(t *testing.T) {
+	h := newHarness(t, harnessOptions{tokens: []server.Token{{Name: "a", Value: "token-aaaaaaaaaaaaaaaa"}}, requests: server.RequestLimits{MaxActive: 1, MaxQueue: 0}})
+	cs := h.connect(t, "token-aaaaaaaaaaaaaaaa")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow"}})
+	}()
+	<-h.down.slowStarted
+	// Unauthenticated while the pool is full: refused by admission, not auth.
+	resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503 (admission before auth)", resp.StatusCode)
+	}
+	cancel()
+	<-done
+}
+
+func TestBodyCap_RefusedBeforeTheSDKReads(t *testing.T) {
+	h := newHarness(t, harnessOptions{requests: server.RequestLimits{MaxBodyBytes: 1024}})
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 4096) + `"}}`
+	// Declared length over the cap.
+	resp := h.rawPost(t, strings.NewReader(big), int64(len(big)), "")
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("declared: status %d", resp.StatusCode)
+	}
+	// Chunked (no declared length): the read is bounded.
+	resp = h.rawPost(t, io.MultiReader(strings.NewReader(big)), -1, "")
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked: status %d", resp.StatusCode)
+	}
+	// The server stays up.
+	resp = h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after: status %d", resp.StatusCode)
+	}
+}
+
+func TestDisconnect_CancelsTheRequestsWork(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow", "timeoutMs": 60000}})
+		errc <- err
+	}()
+	<-h.down.slowStarted
+	cancel() // the client goes away
+	select {
+	case <-h.down.slowCancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the downstream call was not cancelled by the client disconnect")
+	}
+	<-errc
+	// The activity event records the cancellation.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if ev := h.activity.Recent(1); len(ev) == 1 {
+			if ev[0].Outcome != "cancelled" {
+				t.Fatalf("outcome %q, want cancelled", ev[0].Outcome)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no activity event")
+}
+
+func TestHealth_OpenAndPayloadFree(t *testing.T) {
+	h := newHarness(t, harnessOptions{tokens: []server.Token{{Name: "laptop", Value: "health-secret-token-123456"}}})
+	resp, err := http.Get(h.url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	m := decode(t, string(body))
+	if m["status"] != "ok" || m["connectors"] != float64(1) {
+		t.Fatalf("health %s", body)
+	}
+	for _, leak := range []string{"health-secret-token", "laptop", h.down.url, "127.0.0.1"} {
+		if strings.Contains(string(body), leak) {
+			t.Fatalf("health leaks %q: %s", leak, body)
+		}
+	}
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatal("security headers missing")
+	}
+	// /metrics is served from the server's own registry.
+	mresp, err := http.Get(h.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(mb), "connecta_requests_admitted_total") {
+		t.Fatalf("metrics missing admission counters")
+	}
+}
+
+func TestOrigin_CrossOriginBrowserRequestRefused(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(toolsListBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d, want 403", resp.StatusCode)
+	}
+	// DNS rebinding: a loopback listener asked with a foreign Host.
+	req, _ = http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(toolsListBody))
+	req.Host = "evil.example"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("rebinding: status %d, want 403", resp.StatusCode)
+	}
+}
+
+func TestShutdown_StopsAdmittingWithServerShuttingDown(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.srv.BeginShutdown()
+	resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":-32002`) ||
+		!strings.Contains(string(body), `"server_shutting_down"`) {
+		t.Fatalf("status %d body %s", resp.StatusCode, body)
+	}
+	hr, err := http.Get(h.url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if hr.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/health while draining: %d", hr.StatusCode)
+	}
+}
+
+func TestStdio_ServesTheSameTools(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	clientToServerR, clientToServerW := io.Pipe()
+	serverToClientR, serverToClientW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.srv.ServeStdio(ctx, clientToServerR, serverToClientW) }()
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: serverToClientR, Writer: clientToServerW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, cs, "call_tool", `{"address":"down.echo","args":{"a":1}}`)
+	if res.IsError || textOf(t, res) != `{"a":1}` {
+		t.Fatalf("stdio call: %s", textOf(t, res))
+	}
+	if ev := h.activity.Recent(1); ev[0].Actor != "stdio" || ev[0].RequestID == "" {
+		t.Fatalf("activity %+v", ev[0])
+	}
+	_ = cs.Close()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeStdio did not return")
+	}
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for goroutines to settle")
+	}
+	settle := func(limit int) int {
+		n := runtime.NumGoroutine()
+		for deadline := time.Now().Add(10 * time.Second); n > limit && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+			http.DefaultClient.CloseIdleConnections()
+			time.Sleep(50 * time.Millisecond)
+		}
+		return n
+	}
+	http.DefaultClient.CloseIdleConnections()
+	base := runtime.NumGoroutine()
+	t.Run("work", func(t *testing.T) {
+		h := newHarness(t, harnessOptions{})
+		cs := h.connect(t, "")
+		for i := 0; i < 5; i++ {
+			call(t, cs, "call_tool", `{"address":"down.echo"}`)
+			call(t, cs, "search_tools", `{"query":"echo"}`)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-h.down.slowStarted; cancel() }()
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow"}})
+		<-h.down.slowCancelled
+	})
+	if n := settle(base + 2); n > base+2 {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d before, %d after\n%s", base, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestToolsList_CacheHintPrivateOneHour(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"ttlMs":3600000`) || !strings.Contains(string(body), `"cacheScope":"private"`) {
+		t.Fatalf("tools/list lacks the cache hint: %.300s", body)
+	}
+}
+
+func TestRebinding_PublicURLHostAdmitted(t *testing.T) {
+	h := newHarness(t, harnessOptions{publicURL: "https://connecta.example.com"})
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(toolsListBody))
+	req.Host = "connecta.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "https://connecta.example.com")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("public host through a local proxy: %d", resp.StatusCode)
+	}
+}

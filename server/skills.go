@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// usageSkill is identical in every deployment (§9) and stays under
+// MaxUsageSkillBytes.
+//
+//go:embed usage.md
+var usageSkill string
+
+const skillsListHeader = "Available skills. Fetch one with skills({ name: \"<name>\" })."
+
+const usageSkillDescription = "how to write execute_code programs, budgets, deadlines and errors"
+
+// handleSkills lists skills or fetches one (§9). Errors are text with
+// isError and never fall back to another skill.
+func (s *Server) handleSkills(_ context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, aerr := parseArgs(req.Params.Arguments)
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	name, given, aerr := args.str("name")
+	if aerr != nil {
+		return textError(aerr.msg), nil
+	}
+	if !given || name == "" {
+		return text(s.skillList()), nil
+	}
+	if name == "usage" {
+		return text(usageSkill), nil
+	}
+	if id, ok := strings.CutPrefix(name, "connector:"); ok {
+		c, found := s.connector(id)
+		if !found {
+			return textError(fmt.Sprintf("Unknown connector %s. Available skills: %s", quote(clampBytes(id, MaxEchoBytes)), s.skillNames())), nil
+		}
+		if strings.TrimSpace(c.guide) == "" {
+			return textError(fmt.Sprintf("Connector %s has no guide. Available skills: %s", quote(id), s.skillNames())), nil
+		}
+		return text(c.guide), nil
+	}
+	if c, found := s.connector(name); found && strings.TrimSpace(c.guide) != "" {
+		return textError(fmt.Sprintf("Unknown skill %s. Connector guides are named \"connector:%s\".", quote(name), c.id)), nil
+	}
+	return textError(fmt.Sprintf("Unknown skill %s. Available skills: %s", quote(clampBytes(name, MaxEchoBytes)), s.skillNames())), nil
+}
+
+type connectorGuide struct{ id, title, guide string }
+
+func (s *Server) connector(id string) (connectorGuide, bool) {
+	for _, c := range s.opts.Gateway.Connectors() {
+		if c.ID == id {
+			return connectorGuide{id: c.ID, title: c.Title, guide: c.Guide}, true
+		}
+	}
+	return connectorGuide{}, false
+}
+
+func (s *Server) skillList() string {
+	var b strings.Builder
+	b.WriteString(skillsListHeader)
+	b.WriteString("\n\n- `usage` — ")
+	b.WriteString(usageSkillDescription)
+	for _, c := range s.opts.Gateway.Connectors() {
+		if strings.TrimSpace(c.Guide) == "" {
+			continue
+		}
+		desc := c.Title
+		if desc == "" {
+			desc = c.ID
+		}
+		fmt.Fprintf(&b, "\n- `connector:%s` — usage guide for %s", c.ID, desc)
+	}
+	return b.String()
+}
+
+func (s *Server) skillNames() string {
+	names := []string{"usage"}
+	for _, c := range s.opts.Gateway.Connectors() {
+		if strings.TrimSpace(c.Guide) != "" {
+			names = append(names, "connector:"+c.ID)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func text(t string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: t}}}
+}

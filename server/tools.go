@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool names (§1). The list is exactly seven with execute_code.
+const (
+	ToolExecuteCode         = "execute_code"
+	ToolSearchTools         = "search_tools"
+	ToolCallTool            = "call_tool"
+	ToolCallDestructiveTool = "call_destructive_tool"
+	ToolAuthorizeConnector  = "authorize_connector"
+	ToolGetResult           = "get_result"
+	ToolSkills              = "skills"
+)
+
+type toolHandler func(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
+
+type toolEntry struct {
+	tool   *mcp.Tool
+	handle toolHandler
+}
+
+// instructions route the model between the tools (§1); ≤ 1,000 characters,
+// never naming a removed tool.
+const instructions = `connecta fronts several connectors (downstream MCP servers) behind seven tools. ` +
+	`Read the usage skill once: skills({name:"usage"}). ` +
+	`To read with an unknown address: search_tools, then call_tool with the address it returns. ` +
+	`With a known address <connector>.<tool>: call_tool directly. ` +
+	`To combine, filter, reduce or chain several reads: execute_code, a small JavaScript program using connecta.search/describe/call. ` +
+	`Writes (tools that are not read-only) never run in programs or call_tool: find them with search_tools, then use call_destructive_tool, one visible call each. ` +
+	`On auth_required: authorize_connector, then retry after the operator acts. ` +
+	`When a result is truncated: re-call with fields to select less, or page it with get_result.`
+
+const guideSentence = ` Some connectors have usage guides: read one with skills({name:"connector:<id>"}) before using its tools.`
+
+const (
+	descSearchTools = `Search the connectors' tools by keywords (empty query browses). Returns tools grouped by connector with canonical addresses <connector>.<tool>, ` +
+		`read-only safety, and on request compact or JSON input schemas with inputKeys/requiredInputKeys/outputKeys. ` +
+		`Use safety:"readOnly" for tools call_tool and programs may call, "approvalRequired" for writes. Pages with limit (1-100, default 8) and offset.`
+	descCallTool = `Call one read-only connector tool by its canonical address <connector>.<tool> with args. ` +
+		`Tools that are not explicitly read-only are refused with destructive_tool_requires_approval; use call_destructive_tool for them. ` +
+		`resultMode "mcp" (default) passes the downstream content through; "value" returns {ok,data}. ` +
+		`fields selects dot-paths (results[].id) to shrink a result; results over the inline cap are truncated with a get_result handle. ` +
+		`timeoutMs bounds the call (default: the deployment's host-call deadline). No automatic retries.`
+	descCallDestructiveTool = `Call any connector tool, including writes and destructive tools, by canonical address with args: one visible, deliberate call. ` +
+		`Same fields as call_tool plus an optional reason (max 500 characters) that is shown to the user and never sent downstream. ` +
+		`Find the address with search_tools first; confirm the user wants the change.`
+	descAuthorizeConnector = `Start recovery for a connector that answered auth_required. Downstream OAuth is not available here: ` +
+		`the answer names the configuration key or credential an operator must provide (recovery "operator_config"), or says recovery is "unavailable". ` +
+		`Never pass secrets to this tool.`
+	descGetResult = `Page a call_tool result that was too large to return inline, by the resultId from its truncation notice. ` +
+		`Returns {offset,nextOffset?,totalBytes,text}; continue from nextOffset. Pages are UTF-8 safe; concatenated they reproduce the stored text.`
+	descSkills = `Read usage skills. Without name: list them. "usage" explains how to write execute_code programs ` +
+		`(the connecta.search/describe/call/emit surface, budgets, deadlines, errors); "connector:<id>" returns that connector's guide.`
+)
+
+// Hand-written input schemas (PITFALLS: no inferred additionalProperties,
+// unknown keys are ignored by the handlers).
+const (
+	schemaSearchTools = `{"type":"object","properties":{` +
+		`"query":{"type":"string","description":"Keywords for the operation you need; empty or omitted browses."},` +
+		`"connector":{"type":"string","description":"Restrict the search to one connector id."},` +
+		`"safety":{"type":"string","enum":["readOnly","approvalRequired","all"],"description":"readOnly: callable by call_tool and programs; approvalRequired: needs call_destructive_tool; all (default)."},` +
+		`"limit":{"type":"integer","minimum":1,"maximum":100,"default":8},` +
+		`"offset":{"type":"integer","minimum":0,"default":0},` +
+		`"fullDescriptions":{"type":"boolean","description":"Return full tool descriptions instead of 160-character summaries."},` +
+		`"includeSchemas":{"type":"string","enum":["compact","json"],"description":"Include input/output schemas: compact TypeScript-like shapes or raw JSON Schema."}}}`
+	callProperties = `"address":{"type":"string","description":"Canonical tool address <connector>.<tool> as search_tools returns it."},` +
+		`"args":{"type":"object","description":"Arguments for the tool."},` +
+		`"fields":{"type":"array","items":{"type":"string"},"description":"Dot-paths to keep, x[] maps over arrays (e.g. results[].id)."},` +
+		`"resultMode":{"type":"string","enum":["mcp","value"],"default":"mcp"},` +
+		`"timeoutMs":{"type":"integer","exclusiveMinimum":0,"description":"Deadline for the whole call in milliseconds."},` +
+		`"diagnostics":{"type":"boolean","description":"Add timing to JSON envelopes."}`
+	schemaCallTool            = `{"type":"object","properties":{` + callProperties + `},"required":["address"]}`
+	schemaCallDestructiveTool = `{"type":"object","properties":{` + callProperties +
+		`,"reason":{"type":"string","maxLength":500,"description":"Why this write is needed; never sent downstream."}},"required":["address"]}`
+	schemaAuthorizeConnector = `{"type":"object","properties":{` +
+		`"connector":{"type":"string","description":"Connector id that answered auth_required."},` +
+		`"force":{"type":"boolean"}},"required":["connector"]}`
+	schemaGetResult = `{"type":"object","properties":{` +
+		`"id":{"type":"string","description":"resultId from a truncation notice."},` +
+		`"offset":{"type":"integer","minimum":0,"default":0},` +
+		`"maxBytes":{"type":"integer","minimum":1}},"required":["id"]}`
+	schemaSkills = `{"type":"object","properties":{"name":{"type":"string","description":"usage or connector:<id>; omit to list."}}}`
+)
+
+func boolPtr(b bool) *bool { return &b }
+
+// buildTools builds the seven tool definitions once (descriptions that depend
+// on the connector set are fixed at start: the connector list is static).
+func (s *Server) buildTools() []toolEntry {
+	withGuides := false
+	for _, c := range s.opts.Gateway.Connectors() {
+		if strings.TrimSpace(c.Guide) != "" {
+			withGuides = true
+		}
+	}
+	guide := func(d string) string {
+		if withGuides {
+			return d + guideSentence
+		}
+		return d
+	}
+	readOnlyOpen := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolPtr(true)}
+	closedIdempotent := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
+	var tools []toolEntry
+	if s.opts.Code != nil {
+		code := s.opts.Code
+		tools = append(tools, toolEntry{tool: code.Tool(), handle: func(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return code.Handle(ctx, req)
+		}})
+	}
+	tools = append(tools,
+		toolEntry{tool: &mcp.Tool{Name: ToolSearchTools, Description: guide(descSearchTools), InputSchema: json.RawMessage(schemaSearchTools), Annotations: readOnlyOpen}, handle: s.handleSearchTools},
+		toolEntry{tool: &mcp.Tool{Name: ToolCallTool, Description: descCallTool, InputSchema: json.RawMessage(schemaCallTool), Annotations: readOnlyOpen}, handle: s.handleCallTool},
+		toolEntry{tool: &mcp.Tool{Name: ToolCallDestructiveTool, Description: guide(descCallDestructiveTool), InputSchema: json.RawMessage(schemaCallDestructiveTool),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(true)}}, handle: s.handleCallDestructiveTool},
+		toolEntry{tool: &mcp.Tool{Name: ToolAuthorizeConnector, Description: descAuthorizeConnector, InputSchema: json.RawMessage(schemaAuthorizeConnector),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(true)}}, handle: s.handleAuthorizeConnector},
+		toolEntry{tool: &mcp.Tool{Name: ToolGetResult, Description: descGetResult, InputSchema: json.RawMessage(schemaGetResult), Annotations: closedIdempotent}, handle: s.handleGetResult},
+		toolEntry{tool: &mcp.Tool{Name: ToolSkills, Description: guide(descSkills), InputSchema: json.RawMessage(schemaSkills), Annotations: closedIdempotent}, handle: s.handleSkills},
+	)
+	return tools
+}
