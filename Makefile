@@ -17,4 +17,69 @@ test-long:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./...
 
-# wasm / wasm-verify: see quickjs.wasm/ (owned by the engine build).
+# wasm: rebuild the engine (quickjs.wasm/build.sh; needs the Debian toolchain
+# that .ci/run installs) and refresh the committed quickjs.wasm + .sha256.
+wasm:
+	quickjs.wasm/build.sh quickjs.wasm/quickjs.wasm
+
+# wasm-verify: rebuild from scratch in a temp dir and compare with the
+# committed checksum; a difference is toolchain drift, not a test failure.
+wasm-verify:
+	@quickjs.wasm/build.sh --versions
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	quickjs.wasm/build.sh "$$tmp/quickjs.wasm" && \
+	want=$$(cut -d' ' -f1 quickjs.wasm/quickjs.wasm.sha256) && \
+	got=$$(cut -d' ' -f1 "$$tmp/quickjs.wasm.sha256") && \
+	if [ "$$want" != "$$got" ]; then \
+		echo "toolchain drift: rebuilt quickjs.wasm is $$got, committed quickjs.wasm.sha256 is $$want" >&2; exit 1; \
+	fi && echo "wasm-verify: quickjs.wasm $$got reproduced"
+
+# --- integration: third-party MCP server and load (owner: INTEGRATION) ---
+.PHONY: everything test-everything-http load
+
+EVERYTHING_DIR := test/everything/testdata
+EVERYTHING_BIN := $(EVERYTHING_DIR)/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+
+# everything: install the pinned @modelcontextprotocol/server-everything
+# (package-lock.json) that test/everything runs; needs node and npm.
+everything:
+	npm ci --prefix $(EVERYTHING_DIR) --no-audit --no-fund
+
+# test-everything-http: run server-everything on its streamable HTTP
+# transport on a free loopback port (loopback.mjs binds 127.0.0.1 and reports
+# the port the OS chose), test it as a remote connector, then stop it. Needs
+# node >= 20 (stdio, which `make test` runs, also works on Debian's node 18).
+test-everything-http:
+	@test -f $(EVERYTHING_BIN) || { echo "server-everything is not installed: run 'make everything'" >&2; exit 1; }
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || \
+		{ echo "server-everything's HTTP transport needs node >= 20 (its @hono/node-server); this is node $$(node --version)" >&2; exit 1; }
+	@tmp=$$(mktemp -d); pid=; \
+	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; fi; rm -rf "$$tmp"' EXIT; \
+	PORT=0 CONNECTA_PORT_FILE="$$tmp/port" node --import ./$(EVERYTHING_DIR)/loopback.mjs $(EVERYTHING_BIN) streamableHttp >"$$tmp/server.log" 2>&1 & pid=$$!; \
+	for i in $$(seq 1 300); do [ -s "$$tmp/port" ] && break; \
+		kill -0 $$pid 2>/dev/null || { cat "$$tmp/server.log" >&2; echo "server-everything exited" >&2; exit 1; }; sleep 0.1; done; \
+	[ -s "$$tmp/port" ] || { cat "$$tmp/server.log" >&2; echo "server-everything did not listen within 30s" >&2; exit 1; }; \
+	url="http://127.0.0.1:$$(cat "$$tmp/port")/mcp"; echo "server-everything (streamable HTTP) at $$url"; \
+	CONNECTA_EVERYTHING_URL="$$url" $(GO) test -count=1 -run '^TestEverythingHTTP$$' -v ./test/everything/ || { tail -20 "$$tmp/server.log" >&2; exit 1; }
+
+# load: build connecta and connecta-load, serve the embedded default config
+# (demo connector) on a free loopback port, run both programs at 1, 4 and 8
+# clients, stop the server. A benchmark: it prints numbers and asserts
+# nothing about them; it fails only when a run could not happen at all.
+LOAD_DURATION ?= 10s
+LOAD_CLIENTS ?= 1 4 8
+LOAD_PROGRAMS ?= 1plus1 fivecall
+load:
+	$(GO) build -o bin/connecta ./cmd/connecta
+	$(GO) build -o bin/connecta-load ./cmd/connecta-load
+	@tmp=$$(mktemp -d); pid=; \
+	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; fi; rm -rf "$$tmp"' EXIT; \
+	port=$$(bin/connecta-load --free-port) || exit 1; \
+	bin/connecta serve --listen 127.0.0.1:$$port >"$$tmp/serve.log" 2>&1 & pid=$$!; \
+	status=0; \
+	for program in $(LOAD_PROGRAMS); do for clients in $(LOAD_CLIENTS); do \
+		bin/connecta-load --url http://127.0.0.1:$$port/mcp --wait 60s --duration $(LOAD_DURATION) \
+			--clients $$clients --program $$program; \
+		[ $$? -ge 2 ] && { status=1; tail -20 "$$tmp/serve.log" >&2; }; \
+	done; done; \
+	exit $$status
