@@ -1,11 +1,46 @@
 // Package guest runs one JavaScript program in one fresh QuickJS instance
 // compiled to WebAssembly and hosted by wazero.
 //
-// An Engine holds the wazero runtime and the compiled module (loaded from an
-// on-disk compilation cache when one is given). Engine.Run instantiates a
-// fresh module for every program, so nothing survives a run (P4). The guest
-// reaches the outside world only through the Host it is given: provider
-// function calls (async, JSON in and out) and console entries.
+// An Engine holds the wazero runtime (compiler mode, debug info off, a wasm
+// page cap) and the compiled module (loaded from an on-disk compilation cache
+// when one is given), plus a snapshot of a template instance's memory taken
+// right after QuickJS's runtime and context were created. Engine.Run
+// instantiates a fresh module for every program, restores the snapshot into
+// it and closes it afterwards, so nothing survives a run (P4). Linear memory
+// is mmap-backed: it grows in place and goes back to the OS on close.
+//
+// The guest reaches the outside world only through the Host it is given:
+// provider function calls (async, JSON in and out) and console entries.
+// From WASI it gets real wall and monotonic clocks and nothing else: no
+// filesystem, environment, arguments, randomness or network (P2, X5).
+//
+// # Limits (L5, L3)
+//
+// The JS heap limit gives a catchable "out of memory"; the wasm page cap
+// (EngineOptions.MemoryLimitBytes) backs it up. The JS stack limit stays
+// below the 2 MiB link-time shadow stack. Guest CPU is the Run goroutine's
+// thread CPU time (Run locks its OS thread), so host waits never count; it
+// is enforced through QuickJS's interrupt handler, which also enforces the
+// wall deadline and the caller's cancellation, and the interrupt is
+// uncatchable. The allocator polls the same handler at large allocations, so
+// a short loop around an expensive allocating builtin is stopped too.
+//
+// # Known gap: builtins that never poll
+//
+// Some QuickJS builtins loop in C without allocating or polling the
+// interrupt handler, for example
+//
+//	Array.prototype.indexOf.call({length: 2**53 - 1}, 1)
+//	Array.prototype.lastIndexOf.call({length: 2**53 - 1}, 1)
+//	new Array(2**31).join("")
+//
+// Compiled wasm is not preemptible, so such a program holds its goroutine
+// (and, in a test binary, eventually every goroutine at the next GC stop the
+// world) until the loop ends, which is effectively never. Neither the CPU
+// budget nor the wall deadline nor ctx can stop it in process; only killing
+// the process does. The supervisor runs every program in a disposable child
+// process and kills it at the wall deadline, which is what bounds these.
+// Never run them in process (the tests here deliberately do not).
 //
 // This package imports nothing else of the project; the sandbox child adapts
 // it to IPC.

@@ -1,0 +1,177 @@
+package contract
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/discovery"
+)
+
+// host is one execution's provider: the supervisor calls it for every
+// connecta.* host call, each on its own goroutine, with a context that ends
+// when the run does (L1, L2).
+type host struct {
+	svc    *Service
+	scope  *gateway.Scope
+	framer *framer
+	emit   *emitCollector
+	diag   *diagnostics
+
+	requestID, actor string
+	hostCalls        atomic.Int64
+}
+
+// Log is unused: the supervisor returns the presented log prefix with the
+// outcome, which is all R5 presents.
+func (h *host) Log(level, text string) {}
+
+// Call dispatches one host call. A typed failure returns its authenticated
+// frame as the error text; L6 and X8 failures return plain text.
+func (h *host) Call(ctx context.Context, provider, function string, args json.RawMessage) (json.RawMessage, error) {
+	if provider != ProviderName {
+		return nil, fmt.Errorf("Unknown function %s.%s", provider, function)
+	}
+	switch function {
+	case "emit": // M7: no host-call budget
+		if e := h.emit.add(args); e != nil {
+			return nil, h.reject(e)
+		}
+		return nil, nil
+	case opSearch, opDescribe, opCall:
+	default:
+		return nil, fmt.Errorf("Unknown function %s.%s", provider, function)
+	}
+	start := time.Now()
+	// L4: spent on entry, before any resolution, never refunded; the refusal
+	// reaches no connector and records no activity (V1).
+	if n := h.hostCalls.Add(1); n > int64(h.svc.opts.MaxHostCalls) {
+		h.diag.record(function, true, 0, 0, 0, 0)
+		return nil, h.reject(gateway.Errorf(gateway.CodeBudgetExceeded, false,
+			"execute_code host-call budget exceeded (%d calls maximum)", h.svc.opts.MaxHostCalls))
+	}
+	list, gerr := argList(args)
+	if gerr != nil {
+		h.diag.record(function, true, time.Since(start), 0, 0, 0)
+		return nil, h.reject(gerr)
+	}
+	switch function {
+	case opCall:
+		return h.call(ctx, list, start)
+	default:
+		return h.discover(ctx, function, list, start)
+	}
+}
+
+func (h *host) reject(e *gateway.Error) error { return errors.New(h.framer.reject(e)) }
+
+// argList splits the guest's argument array.
+func argList(args json.RawMessage) ([]json.RawMessage, *gateway.Error) {
+	var list []json.RawMessage
+	if len(args) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(args, &list); err != nil {
+		return nil, gateway.Errorf(gateway.CodeInvalidArgs, false, "arguments must be JSON values")
+	}
+	return list, nil
+}
+
+func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time) (json.RawMessage, error) {
+	var address string
+	if len(list) == 0 || json.Unmarshal(list[0], &address) != nil {
+		h.diag.record(opCall, true, time.Since(start), 0, 0, 0)
+		return nil, h.reject(gateway.Errorf(gateway.CodeInvalidArgs, false,
+			`connecta.call takes an address string and an arguments object, e.g. connecta.call("ci.get_run", { runId: 42 }).`))
+	}
+	var callArgs json.RawMessage
+	if len(list) > 1 && string(list[1]) != "null" {
+		callArgs = list[1]
+	}
+	res, gerr := h.svc.opts.Gateway.Invoke(ctx, h.scope, gateway.CallRequest{
+		Address:   address,
+		Args:      callArgs,
+		Front:     gateway.FrontDoorProgram,
+		Source:    ToolName,
+		Timeout:   h.svc.opts.HostCallTimeout,
+		RequestID: h.requestID,
+		Actor:     h.actor,
+	})
+	var catalog, conn time.Duration
+	if res != nil {
+		catalog, conn = res.CatalogTime, res.ConnectorTime
+	}
+	if gerr != nil {
+		h.diag.record(opCall, true, time.Since(start), catalog, conn, 0)
+		return nil, h.reject(gerr)
+	}
+	value := res.Value
+	if len(value) == 0 {
+		value = json.RawMessage("null")
+	}
+	if len(value) > MaxHostPayloadBytes {
+		h.diag.record(opCall, true, time.Since(start), catalog, conn, 0)
+		return nil, overBound("connecta.call(" + jsonQuote(clipString(address, MaxLabelAddressBytes)) + ")")
+	}
+	h.diag.record(opCall, false, time.Since(start), catalog, conn, len(value))
+	return value, nil
+}
+
+// overBound is L6's untyped over-bound result text naming what the program
+// called.
+func overBound(label string) error {
+	return fmt.Errorf("Host result from %s exceeds the %d-byte serialized bridge limit.", label, MaxHostPayloadBytes)
+}
+
+func (h *host) discover(ctx context.Context, function string, list []json.RawMessage, start time.Time) (json.RawMessage, error) {
+	opts := json.RawMessage("{}")
+	if len(list) > 0 && string(list[0]) != "null" {
+		opts = list[0]
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.svc.opts.HostCallTimeout)
+	defer cancel()
+	d := h.svc.opts.Discovery
+	var page json.RawMessage
+	var err error
+	if function == opSearch {
+		var p discovery.SearchParams
+		if p, err = discovery.DecodeSearchArgs(opts); err == nil {
+			page, err = d.Search(ctx, gateway.FrontDoorProgram, p)
+		}
+	} else {
+		var p discovery.DescribeParams
+		if p, err = discovery.DecodeDescribeArgs(opts); err == nil {
+			page, err = d.Describe(ctx, gateway.FrontDoorProgram, p)
+		}
+	}
+	elapsed := time.Since(start)
+	if err != nil {
+		h.diag.record(function, true, elapsed, elapsed, 0, 0) // discovery time is catalog time (R7)
+		return nil, h.reject(h.discoveryError(ctx, function, err))
+	}
+	if len(page) > MaxHostPayloadBytes {
+		h.diag.record(function, true, elapsed, elapsed, 0, 0)
+		return nil, overBound("connecta." + function)
+	}
+	h.diag.record(function, false, elapsed, elapsed, 0, len(page))
+	return page, nil
+}
+
+// discoveryError types whatever discovery returned.
+func (h *host) discoveryError(ctx context.Context, function string, err error) *gateway.Error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return gateway.Errorf(gateway.CodeTimeout, true, "connecta.%s timed out after %dms", function, h.svc.opts.HostCallTimeout.Milliseconds())
+	case ctx.Err() != nil:
+		return gateway.Errorf(gateway.CodeCancelled, false, "connecta.%s was cancelled because the execution ended", function)
+	}
+	return gateway.Errorf(gateway.CodeResultProcessingFailed, false, "connecta.%s failed: %s", function, err.Error())
+}

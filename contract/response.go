@@ -1,0 +1,118 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// presentLogs applies R5's presentation cap to the retained prefix of the
+// joined log text: at most MaxPresentedLogChars UTF-16 units, then a marker
+// naming the true total. totalChars is the full joined length.
+func presentLogs(prefix string, totalChars int) string {
+	if totalChars <= MaxPresentedLogChars && utf16Len(prefix) <= MaxPresentedLogChars {
+		return prefix
+	}
+	if totalChars < utf16Len(prefix) {
+		totalChars = utf16Len(prefix)
+	}
+	return utf16Prefix(prefix, MaxPresentedLogChars) + fmt.Sprintf(logsTruncatedFormat, totalChars)
+}
+
+// reply is everything a response is built from. Exactly one of the three
+// shapes applies: success (no error), typed (errObject) or untyped
+// (untyped != nil).
+type reply struct {
+	hasResult bool
+	result    json.RawMessage // the program's R2-bounded value
+
+	errObject json.RawMessage // typed failure: the `error` object
+	untyped   *string         // untyped failure: the whole first line, e.g. "Error: boom"
+
+	logs      string // presented logs; "" = none
+	emitted   []mcp.Content
+	discarded int
+	diag      []byte // diagnostics JSON; nil unless requested
+}
+
+// toolResult shapes the response the model sees (DECISIONS.md "Results and
+// errors as the model sees them").
+func (r *reply) toolResult() *mcp.CallToolResult {
+	switch {
+	case r.untyped != nil && r.diag == nil:
+		var b strings.Builder
+		b.WriteString(*r.untyped)
+		if r.logs != "" {
+			b.WriteString("\n\nLogs:\n")
+			b.WriteString(r.logs)
+		}
+		if r.discarded > 0 {
+			fmt.Fprintf(&b, "\n\nemittedDiscarded: %d", r.discarded)
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}
+	case r.untyped != nil:
+		obj := newObject().str("code", string(gateway.CodeExecutorFailed)).str("message", *r.untyped).boolean("retryable", false).bytes()
+		return r.failure(obj)
+	case r.errObject != nil:
+		return r.failure(r.errObject)
+	}
+	o := newObject()
+	if r.hasResult {
+		o.raw("result", r.result)
+	}
+	if len(r.emitted) > 0 {
+		o.num("emitted", int64(len(r.emitted)))
+	}
+	if r.logs != "" {
+		o.str("logs", r.logs)
+	}
+	if r.diag != nil {
+		o.raw("diagnostics", r.diag)
+	}
+	text := o.bytes()
+	content := make([]mcp.Content, 0, 1+len(r.emitted))
+	content = append(content, &mcp.TextContent{Text: string(text)})
+	content = append(content, r.emitted...)
+	return &mcp.CallToolResult{Content: content, StructuredContent: json.RawMessage(text)}
+}
+
+func (r *reply) failure(errObject []byte) *mcp.CallToolResult {
+	o := newObject().raw("error", errObject)
+	if r.logs != "" {
+		o.str("logs", r.logs)
+	}
+	if r.discarded > 0 {
+		o.num("emittedDiscarded", int64(r.discarded))
+	}
+	if r.diag != nil {
+		o.raw("diagnostics", r.diag)
+	}
+	text := o.bytes()
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+		StructuredContent: json.RawMessage(text),
+	}
+}
+
+// typedObject renders a gateway error as the `error` object of a response.
+func typedObject(e *gateway.Error) []byte {
+	b, err := marshalError(e)
+	if err != nil {
+		// Details that cannot marshal are dropped rather than failing the response.
+		b, _ = marshalError(&gateway.Error{Code: e.Code, Message: e.Message, Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs})
+	}
+	return b
+}
+
+// programErrorText is the untyped line for a program's own failure: the
+// guest's message after "Error: ", or the fixed text when it is empty (E5).
+func programErrorText(message string) string {
+	if message == "" {
+		message = textEmptyError
+	}
+	return "Error: " + message
+}

@@ -1,0 +1,337 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/gateway/validate"
+)
+
+// failure is a classified downstream failure before it becomes the
+// caller-facing *Error (which needs the address and front door).
+type failure struct {
+	code              Code
+	message           string // complete sentence fragment, already bounded
+	retryable         bool
+	retryAfterMs      *int64
+	host, errno       string // unavailable details
+	status            int    // HTTP status when one was seen
+	missingCredential bool
+}
+
+func (f *failure) Error() string { return string(f.code) + ": " + f.message }
+
+// retryableText is the original message heuristic; it applies only to
+// connector_call_failed prose a downstream wrote, never to refusals connecta
+// frames itself (E7).
+var retryableText = regexp.MustCompile(`(?i)timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504`)
+
+// JSON-RPC error codes the classification reads.
+const (
+	rpcInvalidParams          = jsonrpc.CodeInvalidParams // -32602
+	rpcURLElicitationRequired = mcp.CodeURLElicitationRequired
+)
+
+func isRPCError(err error) bool {
+	var rpc *jsonrpc.Error
+	return errors.As(err, &rpc)
+}
+
+// classify maps a failed catalog load or call onto E2 by what the caller
+// should do next, from what the transport saw (status, Retry-After, errno)
+// and what the SDK returned. It never invents a cause: what it cannot name
+// is connector_call_failed.
+func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot) *failure {
+	var f *failure
+	if errors.As(err, &f) {
+		return f
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return &failure{code: CodeTimeout, message: "timed out", retryable: true}
+		}
+		return &failure{code: CodeCancelled, message: "cancelled"}
+	}
+	if errors.Is(err, errGatewayClosed) {
+		return &failure{code: CodeCancelled, message: "connecta is shutting down"}
+	}
+	if ex.bodyCapped {
+		return &failure{code: CodeConnectorCallFailed, message: fmt.Sprintf("the downstream response exceeded %d bytes", c.g.maxBody)}
+	}
+	if ex.failed && ex.transport == nil {
+		st := ex.status
+		switch {
+		case st == http.StatusUnauthorized || st == http.StatusForbidden:
+			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st)}
+		case st == http.StatusTooManyRequests:
+			f := &failure{code: CodeRateLimited, status: st, retryable: true, message: httpStatusText(st)}
+			if ms, ok := parseRetryAfter(ex.retryAfter, c.g.now()); ok {
+				f.retryAfterMs = &ms
+			}
+			return f
+		case st >= 500:
+			return &failure{code: CodeUnavailable, status: st, retryable: true, host: c.origin, message: httpStatusText(st)}
+		default:
+			return &failure{code: CodeConnectorCallFailed, status: st, message: "the downstream answered " + httpStatusText(st)}
+		}
+	}
+	if ex.transport != nil {
+		code := transportCode(ex.transport)
+		msg := "the downstream could not be reached"
+		if code != "" {
+			msg += " (" + code + ")"
+		}
+		return &failure{code: CodeUnavailable, retryable: true, host: c.origin, errno: code, message: msg}
+	}
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		text := c.boundText(rpc.Message)
+		switch rpc.Code {
+		case rpcInvalidParams:
+			return &failure{code: CodeInvalidArgs, message: text}
+		case rpcURLElicitationRequired:
+			return &failure{code: CodeInputRequiredUnsupported, message: text}
+		default:
+			return &failure{code: CodeConnectorCallFailed, message: text, retryable: retryableText.MatchString(text)}
+		}
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return &failure{code: CodeUnavailable, retryable: true, message: "the stdio server could not be started"}
+	}
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &failure{code: CodeUnavailable, retryable: true, host: c.origin, message: "the downstream connection closed"}
+	}
+	text := c.boundText(err.Error())
+	return &failure{code: CodeConnectorCallFailed, message: text, retryable: retryableText.MatchString(text)}
+}
+
+// boundText clamps downstream or SDK prose and strips the configured URL
+// (which may carry a credential in its query) down to its origin.
+func (c *connector) boundText(s string) string {
+	if c.spec.URL != "" && c.origin != "" {
+		s = strings.ReplaceAll(s, c.spec.URL, c.origin)
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return ClampUTF8(s, MaxDownstreamTextBytes)
+}
+
+// authRecovery is E3's recovery class: operator_config when there is a
+// credential an operator can set, otherwise unavailable.
+func (c *connector) authRecovery() string {
+	s := c.spec
+	if s.MissingCredential != "" || len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0) {
+		return "operator_config"
+	}
+	return "unavailable"
+}
+
+// authError is auth_required with E3's envelope. operation is the address
+// the caller may retry after recovery (canonical where it resolved).
+func (c *connector) authError(f *failure, operation string) *Error {
+	id := c.spec.ID
+	var msg string
+	if f.missingCredential {
+		msg = fmt.Sprintf("Connector %q has no usable credential: the operator must provide %s. Call authorize_connector({ connector: %q }).", id, c.spec.MissingCredential, id)
+	} else {
+		msg = fmt.Sprintf("Connector %q rejected the credential (%s). Call authorize_connector({ connector: %q }).", id, f.message, id)
+	}
+	op := ClampEcho(operation)
+	return &Error{
+		Code:      CodeAuthRequired,
+		Message:   msg,
+		Retryable: false,
+		Details: []Field{
+			{"connector", id},
+			{"operation", op},
+			{"recovery", c.authRecovery()},
+			{"nextAction", Object{
+				{"tool", "authorize_connector"},
+				{"arguments", Object{{"connector", id}}},
+				{"operatorHandoff", "Give the instructions it returns to the operator."},
+			}},
+			{"retry", "Retry " + op + " after the operator completes recovery."},
+		},
+	}
+}
+
+// catalogError turns a failed catalog load into the caller's *Error:
+// auth_required keeps E3's envelope, a deadline or cancel is the call's,
+// anything else is catalog_lookup_failed (retryable per cause, retryAfterMs
+// when known).
+func (c *connector) catalogError(ctx context.Context, err error, operation string) *Error {
+	f := c.classify(ctx, err, exchangeSnapshot{})
+	switch f.code {
+	case CodeAuthRequired:
+		return c.authError(f, operation)
+	case CodeTimeout:
+		return &Error{Code: CodeTimeout, Message: fmt.Sprintf("The catalog of connector %q was not loaded before the deadline.", c.spec.ID), Retryable: true}
+	case CodeCancelled:
+		return cancelledError()
+	}
+	return &Error{
+		Code:         CodeCatalogLookupFailed,
+		Message:      fmt.Sprintf("The catalog of connector %q could not be loaded: %s.", c.spec.ID, strings.TrimSuffix(f.message, ".")),
+		Retryable:    f.retryable,
+		RetryAfterMs: f.retryAfterMs,
+	}
+}
+
+// callError turns a failed call into the caller's *Error.
+func (c *connector) callError(f *failure, address string, timeout time.Duration) *Error {
+	id := c.spec.ID
+	switch f.code {
+	case CodeAuthRequired:
+		return c.authError(f, address)
+	case CodeTimeout:
+		return timeoutError(timeout)
+	case CodeCancelled:
+		return cancelledError()
+	case CodeRateLimited:
+		return &Error{Code: CodeRateLimited, Message: fmt.Sprintf("Connector %q is rate limited (%s).", id, f.message), Retryable: true, RetryAfterMs: f.retryAfterMs}
+	case CodeUnavailable:
+		e := &Error{Code: CodeUnavailable, Message: fmt.Sprintf("Connector %q is unavailable: %s.", id, f.message), Retryable: true}
+		// E1's details.host / details.code, nested: flattened beside the
+		// error's own `code` the errno would collide with (and, parsed by
+		// JS, overwrite) the branch field.
+		var transport Object
+		if f.host != "" {
+			transport = append(transport, Field{"host", f.host})
+		}
+		if f.errno != "" {
+			transport = append(transport, Field{"code", f.errno})
+		}
+		if len(transport) > 0 {
+			e.Details = append(e.Details, Field{"details", transport})
+		}
+		return e
+	case CodeInvalidArgs:
+		return &Error{Code: CodeInvalidArgs, Message: f.message, Retryable: false}
+	case CodeInputRequiredUnsupported:
+		return &Error{Code: CodeInputRequiredUnsupported, Message: fmt.Sprintf("Tool %q asked for mid-call input, which connecta does not support: %s", address, f.message), Retryable: false}
+	case CodeCatalogLookupFailed:
+		return &Error{Code: CodeCatalogLookupFailed, Message: f.message, Retryable: f.retryable, RetryAfterMs: f.retryAfterMs}
+	}
+	return &Error{Code: CodeConnectorCallFailed, Message: fmt.Sprintf("Connector %q call failed: %s", id, f.message), Retryable: f.retryable}
+}
+
+func timeoutError(timeout time.Duration) *Error {
+	return &Error{Code: CodeTimeout, Message: fmt.Sprintf("Tool call timed out after %dms", timeout.Milliseconds()), Retryable: true}
+}
+
+func cancelledError() *Error {
+	return &Error{Code: CodeCancelled, Message: "Tool call was cancelled by the caller.", Retryable: false}
+}
+
+// destructiveRefusal is E4: never dispatched, retryable pinned false (E7),
+// nextAction to call_destructive_tool with the canonical address and the
+// args echoed whole only when their JSON fits MaxArgsEchoBytes.
+func destructiveRefusal(t *Tool, args []byte, echo bool) *Error {
+	address := t.Address()
+	arguments := Object{{"address", address}}
+	purpose := "Ask the MCP host to approve this consequential call. Add a short reason for the human reviewer."
+	if echo && len(args) <= MaxArgsEchoBytes {
+		arguments = append(arguments, Field{"args", rawOrEmpty(args)})
+	} else {
+		purpose += " The arguments were too large to echo: re-send them in full."
+	}
+	return &Error{
+		Code:      CodeDestructiveNeedsApproval,
+		Message:   fmt.Sprintf("Tool %q is not explicitly read-only. Invoke it through call_destructive_tool so the MCP host can request explicit approval.", address),
+		Retryable: false,
+		Details: []Field{{"nextAction", Object{
+			{"tool", "call_destructive_tool"},
+			{"arguments", arguments},
+			{"purpose", purpose},
+		}}},
+	}
+}
+
+// invalidArgs is E8: value-free findings (at most MaxValidationFindings,
+// each bounded, `truncated` when more existed), scoped search recovery keyed
+// to the caller's surface, and a retry sentence.
+func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total int) *Error {
+	truncated := len(findings) > MaxValidationFindings || total > len(findings)
+	if truncated {
+		findings = findings[:MaxValidationFindings]
+	}
+	issues := make([]Object, 0, len(findings))
+	for _, f := range findings {
+		p, pc := clampUTF16(f.Path, MaxFindingPathChars)
+		c, cc := clampUTF16(f.Code, MaxFindingCodeChars)
+		x, xc := clampUTF16(f.Expected, MaxFindingExpectedChars)
+		truncated = truncated || pc || cc || xc
+		issues = append(issues, Object{{"path", p}, {"code", c}, {"expected", x}})
+	}
+	validation := Object{{"issues", issues}}
+	if truncated {
+		validation = append(validation, Field{"truncated", true})
+	}
+	address := t.Address()
+	summary := "the arguments do not match the tool's input schema"
+	if len(findings) > 0 {
+		f := findings[0]
+		summary = fmt.Sprintf("%s at %s (%s)", summary, pathOrRoot(f.Path), f.Code)
+	}
+	return &Error{
+		Code:      CodeInvalidArgs,
+		Message:   fmt.Sprintf("Invalid arguments for %s: %s.", address, summary),
+		Retryable: false,
+		Details: []Field{
+			{"validation", validation},
+			{"connector", t.ConnectorID},
+			{"operation", address},
+			{"nextAction", SearchNextAction(front, ClampEcho(t.Name), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
+			{"retry", "Correct the listed arguments and retry " + address + "."},
+		},
+	}
+}
+
+func pathOrRoot(p string) string {
+	if p == "" || p == "/" {
+		return "/"
+	}
+	return ClampUTF8(p, 64)
+}
+
+// clampUTF16 bounds s to max UTF-16 code units, the last one being "…" when
+// it clipped; it never splits a surrogate pair.
+func clampUTF16(s string, max int) (string, bool) {
+	units := 0
+	for _, r := range s {
+		units += utf16Len(r)
+	}
+	if units <= max {
+		return s, false
+	}
+	var b strings.Builder
+	used := 0
+	for _, r := range s {
+		n := utf16Len(r)
+		if used+n > max-1 {
+			break
+		}
+		b.WriteRune(r)
+		used += n
+	}
+	b.WriteString("…")
+	return b.String(), true
+}
+
+func utf16Len(r rune) int {
+	if r >= 0x10000 && r <= utf8.MaxRune {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,423 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type connectorKind int
+
+const (
+	kindHTTP connectorKind = iota
+	kindStdio
+	kindInProcess
+)
+
+func (k connectorKind) String() string {
+	switch k {
+	case kindHTTP:
+		return "http"
+	case kindStdio:
+		return "stdio"
+	default:
+		return "inprocess"
+	}
+}
+
+// connector is one configured downstream: its session (connected lazily,
+// reconnected after a failure, stdio restarted with backoff), its catalog
+// cache and its health.
+type connector struct {
+	g        *Gateway
+	spec     ConnectorSpec
+	kind     connectorKind
+	origin   string // details.host for HTTP connectors
+	http     *http.Client
+	logger   *slog.Logger
+	readOnly map[string]bool
+	approval map[string]bool
+	admit    chan struct{} // nil: unlimited
+	stderr   *tailBuffer   // stdio only
+
+	connTok chan struct{} // one connect at a time
+
+	mu       sync.Mutex
+	closed   bool
+	sess     *liveSession
+	starts   int       // stdio processes started
+	crashes  int       // consecutive stdio exits/failed starts since the last success
+	lastExit time.Time // when the last stdio process ended or failed to start
+	cat      catalogState
+	health   healthState
+}
+
+type healthState struct {
+	lastSuccess, lastFailure time.Time
+	lastCode                 Code
+	consecutive              int
+}
+
+// liveSession is one connected MCP session.
+type liveSession struct {
+	cs     *mcp.ClientSession
+	server *mcp.ServerSession // in-process only
+	dead   atomic.Bool
+}
+
+func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
+	c := &connector{
+		g:        g,
+		spec:     spec,
+		logger:   g.logger.With("connector", spec.ID),
+		readOnly: setOf(spec.ReadOnly),
+		approval: setOf(spec.ApprovalRequired),
+		connTok:  make(chan struct{}, 1),
+	}
+	kinds := 0
+	if spec.URL != "" {
+		kinds++
+		c.kind = kindHTTP
+		c.origin = originOf(spec.URL)
+		if c.origin == "" {
+			return nil, fmt.Errorf("url is not an http(s) URL")
+		}
+		base := http.RoundTripper(http.DefaultTransport)
+		if g.opts.HTTPClient != nil && g.opts.HTTPClient.Transport != nil {
+			base = g.opts.HTTPClient.Transport
+		}
+		c.http = &http.Client{
+			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
+			// Redirects are not followed: a redirect could carry the
+			// configured credential headers to another origin.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if len(spec.Command) > 0 {
+		kinds++
+		c.kind = kindStdio
+		c.stderr = newTailBuffer(StderrTailBytes)
+	}
+	if spec.InProcess != nil {
+		kinds++
+		c.kind = kindInProcess
+	}
+	if kinds != 1 {
+		return nil, fmt.Errorf("exactly one of url, command or an in-process server must be set")
+	}
+	if spec.MaxConcurrency > 0 {
+		c.admit = make(chan struct{}, spec.MaxConcurrency)
+	}
+	return c, nil
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// credentialKey names the config key an operator edits for this connector.
+func (c *connector) credentialKey() string {
+	if c.kind == kindStdio {
+		return "connectors." + c.spec.ID + ".env"
+	}
+	return "connectors." + c.spec.ID + ".headers"
+}
+
+// acquire takes an admission permit within ctx (the call's deadline).
+func (c *connector) acquire(ctx context.Context) (release func(), err error) {
+	if c.admit == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.admit <- struct{}{}:
+		return func() { <-c.admit }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// session returns a live session, connecting (or restarting a stdio
+// process, after its backoff) when there is none. ctx carries the caller's
+// exchange, so a failed initialize classifies like a failed call.
+func (c *connector) session(ctx context.Context) (*liveSession, error) {
+	select {
+	case c.connTok <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.connTok }()
+
+	c.mu.Lock()
+	closed, ls, crashes, lastExit := c.closed, c.sess, c.crashes, c.lastExit
+	c.mu.Unlock()
+	if closed {
+		return nil, errGatewayClosed
+	}
+	if ls != nil && !ls.dead.Load() {
+		return ls, nil
+	}
+	if c.kind == kindStdio && crashes > 0 {
+		wait := time.Until(lastExit.Add(stdioBackoff(crashes)))
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+		}
+	}
+	ls, err := c.connect(ctx)
+	c.mu.Lock()
+	if err != nil {
+		if c.kind == kindStdio && ctx.Err() == nil {
+			c.crashes++
+			c.lastExit = c.g.now()
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	if c.closed {
+		c.mu.Unlock()
+		ls.close()
+		return nil, errGatewayClosed
+	}
+	c.sess = ls
+	c.g.wg.Add(1)
+	c.mu.Unlock()
+	go c.watch(ls)
+	return ls, nil
+}
+
+// stdioBackoff is min(5 s, 100 ms·2^(n−1)) for the n-th consecutive failure.
+func stdioBackoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	d := stdioRestartBackoffInitial
+	for i := 1; i < n && d < stdioRestartBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, stdioRestartBackoffMax)
+}
+
+func (c *connector) connect(ctx context.Context) (*liveSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "connecta", Version: c.g.opts.Version}, &mcp.ClientOptions{
+		Logger:       c.logger,
+		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.invalidateCatalog()
+		},
+		// Mid-call input is unsupported (input_required_unsupported), so the
+		// SDK must hand input-required results back instead of answering them.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	ls := &liveSession{}
+	var transport mcp.Transport
+	switch c.kind {
+	case kindHTTP:
+		transport = &mcp.StreamableClientTransport{Endpoint: c.spec.URL, HTTPClient: c.http}
+	case kindStdio:
+		cmd := exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
+		env := make([]string, 0, len(c.spec.Env))
+		for k, v := range c.spec.Env {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		cmd.Env = env // never nil: nil would inherit ours
+		cmd.Stderr = c.stderr
+		cmd.WaitDelay = stdioTerminateGrace
+		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: stdioTerminateGrace}
+		c.mu.Lock()
+		c.starts++
+		c.mu.Unlock()
+	case kindInProcess:
+		server := c.spec.InProcess()
+		if server == nil {
+			return nil, errors.New("in-process server constructor returned nil")
+		}
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := server.Connect(c.g.life, st, nil)
+		if err != nil {
+			return nil, fmt.Errorf("connect in-process server: %w", err)
+		}
+		ls.server = ss
+		transport = ct
+	}
+	if c.kind != kindHTTP { // HTTP results are captured by the round tripper (rawhttp.go)
+		transport = rawTransport{inner: transport}
+	}
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	if err != nil {
+		if ls.server != nil {
+			_ = ls.server.Close()
+		}
+		return nil, err
+	}
+	ls.cs = cs
+	return ls, nil
+}
+
+// watch ends when the session does (server exit, transport failure, close)
+// and clears it so the next use reconnects.
+func (c *connector) watch(ls *liveSession) {
+	defer c.g.wg.Done()
+	err := ls.cs.Wait()
+	ls.dead.Store(true)
+	if ls.server != nil {
+		_ = ls.server.Close()
+	}
+	c.mu.Lock()
+	if c.sess == ls {
+		c.sess = nil
+	}
+	closed := c.closed
+	if c.kind == kindStdio && !closed {
+		c.crashes++
+		c.lastExit = c.g.now()
+	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	attrs := []any{"kind", c.kind.String()}
+	if err != nil {
+		attrs = append(attrs, "err", c.boundText(err.Error())) // never the URL's query
+	}
+	if c.stderr != nil {
+		if tail := c.stderr.String(); tail != "" {
+			attrs = append(attrs, "stderrTail", tail)
+		}
+	}
+	c.logger.Warn("downstream session ended", attrs...)
+}
+
+// drop abandons a session after a transport failure so the next call
+// reconnects; closing runs on a goroutine the gateway waits for.
+func (c *connector) drop(ls *liveSession) {
+	if ls == nil || ls.dead.Swap(true) {
+		return
+	}
+	c.mu.Lock()
+	if c.sess == ls {
+		c.sess = nil
+	}
+	if c.closed {
+		c.mu.Unlock()
+		ls.close()
+		return
+	}
+	c.g.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.g.wg.Done()
+		ls.close()
+	}()
+}
+
+func (ls *liveSession) close() {
+	if ls.cs != nil {
+		_ = ls.cs.Close()
+	}
+	if ls.server != nil {
+		_ = ls.server.Close()
+	}
+}
+
+func (c *connector) close() {
+	c.mu.Lock()
+	c.closed = true
+	ls := c.sess
+	c.sess = nil
+	c.mu.Unlock()
+	if ls != nil {
+		ls.dead.Store(true)
+		ls.close()
+	}
+}
+
+// recordSuccess / recordFailure are health accounting: a live downstream
+// answer, or a downstream failure (never local refusals or cancellations).
+func (c *connector) recordSuccess() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.health.lastSuccess = c.g.now()
+	c.health.consecutive = 0
+	c.crashes = 0
+}
+
+func (c *connector) recordFailure(code Code) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.health.lastFailure = c.g.now()
+	c.health.lastCode = code
+	c.health.consecutive++
+}
+
+func (c *connector) healthSnapshot() ConnectorHealth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := ConnectorHealth{
+		ID:                  c.spec.ID,
+		Kind:                c.kind.String(),
+		Connected:           c.sess != nil && !c.sess.dead.Load(),
+		LastSuccess:         c.health.lastSuccess,
+		LastFailure:         c.health.lastFailure,
+		LastErrorCode:       string(c.health.lastCode),
+		ConsecutiveFailures: c.health.consecutive,
+	}
+	if c.starts > 1 {
+		h.Restarts = c.starts - 1
+	}
+	if e := c.cat.entry; e != nil {
+		h.CatalogTools = len(e.tools)
+		h.CatalogFetchedAt = e.fetchedAt
+	}
+	return h
+}
+
+// tailBuffer keeps the last max bytes written (a stdio server's stderr);
+// exec's copier goroutine drains the pipe into it continuously.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.max {
+		p = p[len(p)-t.max:]
+		t.buf = append(t.buf[:0], p...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,283 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/gateway/observe"
+	"github.com/connecta-dev/connecta/gateway/validate"
+)
+
+// ConnectorSpec is one configured downstream, already resolved by config.
+// Exactly one of URL (remote MCP over streamable HTTP), Command (stdio MCP)
+// or InProcess (an in-process go-sdk server, e.g. the demo) is set.
+type ConnectorSpec struct {
+	ID, Title, Description, Guide string
+	Demo                          bool
+
+	URL     string
+	Headers map[string]string // resolved values; never logged
+
+	Command []string
+	Env     map[string]string // the child's whole environment (explicit only)
+
+	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
+
+	// Operator classification of tools the downstream leaves unannotated:
+	// ReadOnly makes a tool callable without approval, ApprovalRequired
+	// forces approval (and wins when a tool is in both lists: fail closed).
+	ReadOnly, ApprovalRequired []string
+
+	// MissingCredential is the reference (e.g. "${credential:tracker-token}")
+	// config could not resolve; every catalog load and call fails
+	// auth_required with recovery operator_config naming it.
+	MissingCredential string
+
+	// CredentialRefs optionally names the references the connector's
+	// headers/env were resolved from, so authorize_connector can tell the
+	// operator what to set. Added by CONNECTORS; optional.
+	CredentialRefs []string
+
+	InProcess func() *mcp.Server
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Connectors  []ConnectorSpec
+	CatalogTTL  time.Duration // default DefaultCatalogTTL
+	CallTimeout time.Duration // default DefaultCallTimeout
+	Activity    *activity.Recorder
+	Observer    *observe.Observer
+	Validator   *validate.Validator
+	Logger      *slog.Logger
+	Metrics     prometheus.Registerer // nil: no metrics
+	HTTPClient  *http.Client          // optional base; its Transport is wrapped
+	// Version is reported to downstreams as the client implementation
+	// version (optional, added).
+	Version string
+	// Now is the clock (optional, for tests; added).
+	Now func() time.Time
+	// MaxResponseBytes caps one downstream HTTP response body (optional,
+	// added); default MaxResponseBodyBytes.
+	MaxResponseBytes int64
+}
+
+// Gateway is the connector registry and the one invocation path both front
+// doors use (S6). Safe for concurrent use.
+type Gateway struct {
+	opts       Options
+	logger     *slog.Logger
+	now        func() time.Time
+	ttl        time.Duration
+	timeout    time.Duration
+	maxBody    int64
+	connectors map[string]*connector
+	order      []string
+	metrics    *metrics
+
+	life   context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closeO sync.Once
+}
+
+// ConnectorHealth is a payload-free snapshot of one connector.
+type ConnectorHealth struct {
+	ID                  string    `json:"id"`
+	Kind                string    `json:"kind"` // http, stdio, inprocess
+	Connected           bool      `json:"connected"`
+	LastSuccess         time.Time `json:"lastSuccess,omitzero"`
+	LastFailure         time.Time `json:"lastFailure,omitzero"`
+	LastErrorCode       string    `json:"lastErrorCode,omitempty"`
+	ConsecutiveFailures int       `json:"consecutiveFailures"`
+	CatalogTools        int       `json:"catalogTools"`
+	CatalogFetchedAt    time.Time `json:"catalogFetchedAt,omitzero"`
+	Restarts            int       `json:"restarts,omitempty"` // stdio processes started after the first
+}
+
+// New builds the registry. No downstream is contacted until first use; the
+// returned Gateway owns every goroutine it starts until Close.
+func New(ctx context.Context, opts Options) (*Gateway, error) {
+	g := &Gateway{
+		opts:       opts,
+		logger:     opts.Logger,
+		now:        opts.Now,
+		ttl:        opts.CatalogTTL,
+		timeout:    opts.CallTimeout,
+		connectors: map[string]*connector{},
+	}
+	if g.logger == nil {
+		g.logger = slog.New(slog.DiscardHandler)
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.ttl <= 0 {
+		g.ttl = DefaultCatalogTTL
+	}
+	if g.timeout <= 0 {
+		g.timeout = DefaultCallTimeout
+	}
+	g.maxBody = opts.MaxResponseBytes
+	if g.maxBody <= 0 {
+		g.maxBody = MaxResponseBodyBytes
+	}
+	m, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	g.metrics = m
+	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
+	for i := range opts.Connectors {
+		spec := opts.Connectors[i]
+		if spec.ID == "" || strings.Contains(spec.ID, ".") {
+			g.stop()
+			return nil, fmt.Errorf("gateway: connector %d: invalid id %q", i, spec.ID)
+		}
+		if _, dup := g.connectors[spec.ID]; dup {
+			g.stop()
+			return nil, fmt.Errorf("gateway: duplicate connector id %q", spec.ID)
+		}
+		c, err := newConnector(g, spec)
+		if err != nil {
+			g.stop()
+			return nil, fmt.Errorf("gateway: connector %q: %w", spec.ID, err)
+		}
+		g.connectors[spec.ID] = c
+		g.order = append(g.order, spec.ID)
+	}
+	return g, nil
+}
+
+// Close ends every session and waits for the goroutines the gateway started.
+func (g *Gateway) Close() error {
+	g.closeO.Do(func() {
+		g.stop()
+		for _, id := range g.order {
+			g.connectors[id].close()
+		}
+		g.wg.Wait()
+	})
+	return nil
+}
+
+// Connectors lists the configured connectors in configuration order.
+func (g *Gateway) Connectors() []ConnectorInfo {
+	out := make([]ConnectorInfo, 0, len(g.order))
+	for _, id := range g.order {
+		s := g.connectors[id].spec
+		out = append(out, ConnectorInfo{ID: s.ID, Title: s.Title, Description: s.Description, Guide: s.Guide, Demo: s.Demo})
+	}
+	return out
+}
+
+// Tools returns a connector's cached listing (refreshing it when stale).
+// The error is a *Error: unknown connector, auth_required or
+// catalog_lookup_failed.
+func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error) {
+	c := g.connectors[connectorID]
+	if c == nil {
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", ClampEcho(connectorID))
+	}
+	snap, gerr := c.catalog(ctx, connectorID)
+	if gerr != nil {
+		return nil, gerr
+	}
+	return slices.Clone(snap.tools), nil
+}
+
+// ReadOnly is the fail-closed predicate (S6): operator classification first
+// (approvalRequired forces false, readOnly forces true), otherwise only an
+// explicit readOnlyHint:true not contradicted by destructiveHint:true.
+func (g *Gateway) ReadOnly(t *Tool) bool {
+	if t == nil {
+		return false
+	}
+	if c := g.connectors[t.ConnectorID]; c != nil {
+		if c.approval[t.Name] {
+			return false
+		}
+		if c.readOnly[t.Name] {
+			return true
+		}
+	}
+	return annotatedReadOnly(t.Annotations)
+}
+
+func annotatedReadOnly(a *Annotations) bool {
+	return a != nil && a.ReadOnlyHint != nil && *a.ReadOnlyHint &&
+		(a.DestructiveHint == nil || !*a.DestructiveHint)
+}
+
+// ObservedOutputSchema is the S9 observation for a tool that declares no
+// output schema (a provider declaration always wins), nil when none.
+func (g *Gateway) ObservedOutputSchema(t *Tool) json.RawMessage {
+	if t == nil || len(t.OutputSchema) > 0 || g.opts.Observer == nil || len(t.Definition) == 0 {
+		return nil
+	}
+	return g.opts.Observer.Schema(t.Definition)
+}
+
+// Health returns one snapshot per connector in configuration order.
+func (g *Gateway) Health() []ConnectorHealth {
+	out := make([]ConnectorHealth, 0, len(g.order))
+	for _, id := range g.order {
+		out = append(out, g.connectors[id].healthSnapshot())
+	}
+	return out
+}
+
+// Authorize answers authorize_connector: which config key or credential the
+// operator must set (operator_config), or that there is nothing to set
+// (unavailable). Downstream OAuth is out of scope.
+func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
+	c := g.connectors[connectorID]
+	if c == nil {
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", ClampEcho(connectorID))
+	}
+	s := c.spec
+	switch {
+	case s.MissingCredential != "":
+		return Object{
+			{"connector", s.ID},
+			{"recovery", "operator_config"},
+			{"credential", Object{{"reference", s.MissingCredential}, {"configKey", c.credentialKey()}}},
+			{"instructions", fmt.Sprintf("The operator must provide %s (used by %s) and restart connecta; then retry the call. The credential is never passed through this tool.", s.MissingCredential, c.credentialKey())},
+		}, nil
+	case len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0):
+		refs := slices.Clone(s.CredentialRefs)
+		sort.Strings(refs)
+		cred := Object{{"configKey", c.credentialKey()}}
+		if len(refs) > 0 {
+			cred = append(cred, Field{"references", refs})
+		}
+		return Object{
+			{"connector", s.ID},
+			{"recovery", "operator_config"},
+			{"credential", cred},
+			{"instructions", fmt.Sprintf("Credentials for this connector come from %s. If the downstream rejects them, the operator must update that value and restart connecta; then retry the call.", c.credentialKey())},
+		}, nil
+	default:
+		return Object{
+			{"connector", s.ID},
+			{"recovery", "unavailable"},
+			{"message", fmt.Sprintf("Connector %q has no credential to configure; downstream OAuth is not supported.", s.ID)},
+		}, nil
+	}
+}
+
+// errGatewayClosed is returned for work arriving after Close.
+var errGatewayClosed = errors.New("gateway closed")

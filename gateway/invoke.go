@@ -1,0 +1,417 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/gateway/validate"
+)
+
+// Scope is one downstream request scope: one per execution or per
+// top-level request. Within it each connector's catalog is loaded at most
+// once (P4; failures are not kept, so a later call may load again), and
+// Close aborts every call still in flight.
+type Scope struct {
+	g      *Gateway
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	catalogs map[string]*catalogEntry
+}
+
+// NewScope opens a request scope.
+func (g *Gateway) NewScope() *Scope {
+	ctx, cancel := context.WithCancel(g.life)
+	return &Scope{g: g, ctx: ctx, cancel: cancel, catalogs: map[string]*catalogEntry{}}
+}
+
+// Close aborts the scope's in-flight calls (they end `cancelled`).
+func (s *Scope) Close() { s.cancel() }
+
+func (s *Scope) catalog(ctx context.Context, c *connector, operation string) (*catalogEntry, *Error) {
+	s.mu.Lock()
+	e := s.catalogs[c.spec.ID]
+	s.mu.Unlock()
+	if e != nil {
+		return e, nil
+	}
+	e, err := c.catalogRaw(ctx)
+	if err != nil {
+		return nil, c.catalogError(ctx, err, operation)
+	}
+	s.mu.Lock()
+	if prev := s.catalogs[c.spec.ID]; prev != nil {
+		e = prev // a concurrent load won; the scope sees one catalog
+	} else {
+		s.catalogs[c.spec.ID] = e
+	}
+	s.mu.Unlock()
+	return e, nil
+}
+
+// CallRequest is one call as a front door hands it over.
+type CallRequest struct {
+	Address    string
+	Args       json.RawMessage // a JSON object; nil/empty means {}
+	Front      FrontDoor
+	Source     string // "execute_code" or the tool name (call_tool, call_destructive_tool)
+	AllowWrite bool   // call_destructive_tool: no read-only gate
+	Timeout    time.Duration
+	RequestID  string
+	Actor      string
+}
+
+// CallResult is a call's outcome. On success Value is the S5-unwrapped value
+// and Result the downstream result as the SDK decoded it (call_tool's mcp
+// mode). Invoke also returns a CallResult beside a failure, with Value and
+// Result nil, so callers can report attempts and timing.
+type CallResult struct {
+	Value  json.RawMessage
+	Result *mcp.CallToolResult
+
+	CatalogTime   time.Duration
+	AdmissionTime time.Duration
+	ConnectorTime time.Duration
+	Duration      time.Duration
+	Attempts      int   // downstream attempts: 0 or 1 (Y1)
+	Tool          *Tool // the resolved tool, nil when the address did not resolve
+}
+
+// errCallDeadline is the cause recorded when the per-call deadline fires.
+var errCallDeadline = errors.New("per-call deadline expired")
+
+// Invoke runs one call end to end: resolve the address, load the catalog,
+// the read-only gate (unless AllowWrite), argument validation, admission and
+// exactly one downstream attempt, all inside one deadline; then unwrap,
+// learn S9 and record exactly one payload-free activity event.
+func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*CallResult, *Error) {
+	started := g.now()
+	res := &CallResult{}
+	connID, toolName, split := splitAddress(req.Address)
+	var resolved *connector
+	finish := func(e *Error) (*CallResult, *Error) {
+		res.Duration = g.now().Sub(started)
+		if split { // V3: no interior dot records nothing
+			g.record(req, connID, toolName, res, e)
+		}
+		if resolved != nil && res.Attempts > 0 {
+			outcome := "success"
+			if e != nil {
+				outcome = string(e.Code)
+			}
+			g.metrics.call(connID, outcome, res.ConnectorTime)
+		}
+		if e != nil {
+			res.Value, res.Result = nil, nil
+		}
+		return res, e
+	}
+	if !split {
+		return finish(UnknownAddress(req.Front, req.Address))
+	}
+	c := g.connectors[connID]
+	if c == nil {
+		return finish(UnknownAddress(req.Front, req.Address))
+	}
+	resolved = c
+
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = g.timeout
+	}
+	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
+	defer cancel()
+	if scope != nil {
+		stop := context.AfterFunc(scope.ctx, cancel)
+		defer stop()
+	}
+	ctxFailure := func() *Error {
+		if !errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+			return cancelledError()
+		}
+		if context.Cause(callCtx) == errCallDeadline {
+			return timeoutError(timeout)
+		}
+		// The caller's own, earlier deadline: report the time actually spent.
+		return timeoutError(g.now().Sub(started))
+	}
+
+	// Catalog.
+	t0 := g.now()
+	var entry *catalogEntry
+	var gerr *Error
+	if scope != nil {
+		entry, gerr = scope.catalog(callCtx, c, req.Address)
+	} else {
+		entry, gerr = c.catalog(callCtx, req.Address)
+	}
+	res.CatalogTime = g.now().Sub(t0)
+	if gerr != nil {
+		if callCtx.Err() != nil {
+			return finish(ctxFailure())
+		}
+		return finish(gerr)
+	}
+	t, ok := entry.lookup(toolName)
+	if !ok {
+		return finish(UnknownTool(req.Front, connID, toolName))
+	}
+	res.Tool = t
+
+	// Arguments: one JSON object, compacted (E4 measures the serialization).
+	args, argErr := normalizeArgs(req.Args)
+	if !req.AllowWrite && !g.ReadOnly(t) {
+		return finish(destructiveRefusal(t, args, argErr == nil))
+	}
+	if argErr != nil {
+		return finish(invalidArgs(req.Front, t, []validate.Finding{{Path: "/", Code: "type", Expected: "object"}}, 1))
+	}
+	if g.opts.Validator != nil && len(t.InputSchema) > 0 {
+		if findings, total := g.opts.Validator.CheckAll(t.InputSchema, args); len(findings) > 0 {
+			return finish(invalidArgs(req.Front, t, findings, total))
+		}
+	}
+
+	// Admission, inside the same deadline.
+	t1 := g.now()
+	release, err := c.acquire(callCtx)
+	res.AdmissionTime = g.now().Sub(t1)
+	if err != nil {
+		return finish(ctxFailure())
+	}
+	defer release()
+
+	// Exactly one downstream attempt (Y1).
+	res.Attempts = 1
+	ex := &exchange{}
+	t2 := g.now()
+	raw, result, err := c.call(withExchange(callCtx, ex), toolName, args)
+	res.ConnectorTime = g.now().Sub(t2)
+	if err != nil {
+		if callCtx.Err() != nil {
+			e := ctxFailure()
+			if e.Code == CodeTimeout {
+				c.recordFailure(CodeTimeout)
+			}
+			return finish(e)
+		}
+		f := c.classify(callCtx, err, ex.snapshot())
+		if f.code != CodeCancelled {
+			c.recordFailure(f.code)
+		}
+		return finish(c.callError(f, t.Address(), timeout))
+	}
+	if result.NeedsInput() {
+		c.recordFailure(CodeInputRequiredUnsupported)
+		return finish(&Error{Code: CodeInputRequiredUnsupported, Message: "Tool " + quote(t.Address()) + " asked for mid-call input, which connecta does not support.", Retryable: false})
+	}
+	parsed := parseResult(raw)
+	if result.IsError || parsed.isError {
+		c.recordFailure(CodeConnectorCallFailed)
+		text := c.boundText(parsed.errorText())
+		return finish(&Error{Code: CodeConnectorCallFailed, Message: text, Retryable: retryableText.MatchString(text)})
+	}
+	c.recordSuccess()
+	res.Value = parsed.unwrap(raw)
+	res.Result = result
+	if g.ReadOnly(t) {
+		g.learn(t, res.Value)
+	}
+	return finish(nil)
+}
+
+// learn feeds S9; an observation failure never changes a successful call.
+func (g *Gateway) learn(t *Tool, value json.RawMessage) {
+	if g.opts.Observer == nil || len(t.OutputSchema) > 0 || len(t.Definition) == 0 {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			g.logger.Warn("output observation failed", "connector", t.ConnectorID)
+		}
+	}()
+	g.opts.Observer.Learn(t.Definition, value)
+}
+
+// record writes the call's one activity event (V1–V3): canonical address
+// where the tool resolved, otherwise the address as written.
+func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResult, e *Error) {
+	if g.opts.Activity == nil {
+		return
+	}
+	ev := activity.Event{
+		RequestID:   req.RequestID,
+		Actor:       req.Actor,
+		ConnectorID: connID,
+		ToolName:    toolName,
+		Address:     req.Address,
+		Source:      req.Source,
+		Outcome:     activity.OutcomeSuccess,
+		DurationMs:  res.Duration.Milliseconds(),
+		Attempts:    max(1, res.Attempts),
+	}
+	if res.Tool != nil {
+		ev.ConnectorID, ev.ToolName, ev.Address = res.Tool.ConnectorID, res.Tool.Name, res.Tool.Address()
+	}
+	if e != nil {
+		switch e.Code {
+		case CodeTimeout:
+			ev.Outcome = activity.OutcomeTimeout
+		case CodeCancelled:
+			ev.Outcome = activity.OutcomeCancelled
+		default:
+			ev.Outcome = activity.OutcomeError
+		}
+		ev.ErrorCode = string(e.Code)
+		ev.Friction = activity.Friction(string(e.Code))
+	}
+	g.opts.Activity.Record(ev)
+}
+
+// splitAddress splits at the FIRST dot; ok is false unless both sides are
+// non-empty (an interior dot).
+func splitAddress(address string) (connID, toolName string, ok bool) {
+	i := strings.IndexByte(address, '.')
+	if i <= 0 || i == len(address)-1 {
+		return "", "", false
+	}
+	return address[:i], address[i+1:], true
+}
+
+// normalizeArgs returns args as a compact JSON object ({} when absent); a
+// value that is not a JSON object is an error.
+func normalizeArgs(args json.RawMessage) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if trimmed[0] != '{' {
+		return nil, errors.New("arguments are not a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(buf.Bytes()), nil
+}
+
+func rawOrEmpty(args []byte) json.RawMessage {
+	if len(args) == 0 {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(args)
+}
+
+func quote(s string) string {
+	b, _ := marshalNoEscape(s)
+	return string(b)
+}
+
+// call makes the one tools/call attempt. A 404 session expiry means the
+// downstream never processed the request: reconnect once and send it then.
+func (c *connector) call(ctx context.Context, name string, args json.RawMessage) ([]byte, *mcp.CallToolResult, error) {
+	ls, err := c.session(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		slot := &rawSlot{}
+		result, err := ls.cs.CallTool(withRawSlot(ctx, slot), &mcp.CallToolParams{Name: name, Arguments: args})
+		raw, _ := slot.get()
+		slot.release()
+		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
+			c.drop(ls)
+			if ex := exchangeFrom(ctx); ex != nil {
+				ex.reset()
+			}
+			if ls, err = c.session(ctx); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			if !isRPCError(err) && ctx.Err() == nil {
+				c.drop(ls)
+			}
+			return nil, nil, err
+		}
+		if raw == nil {
+			if raw, err = json.Marshal(result); err != nil {
+				return nil, nil, err
+			}
+		}
+		return raw, result, nil
+	}
+}
+
+// parsedResult is the part of a raw CallToolResult S5 reads.
+type parsedResult struct {
+	structured json.RawMessage
+	texts      []string
+	allText    bool
+	isError    bool
+}
+
+func parseResult(raw []byte) parsedResult {
+	var r struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		IsError           bool              `json:"isError"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	p := parsedResult{structured: nonNull(r.StructuredContent), isError: r.IsError, allText: len(r.Content) > 0}
+	for _, block := range r.Content {
+		var b struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(block, &b) != nil || b.Type != "text" {
+			p.allText = false
+			continue
+		}
+		p.texts = append(p.texts, b.Text)
+	}
+	return p
+}
+
+func (p parsedResult) errorText() string {
+	if t := strings.Join(p.texts, "\n"); t != "" {
+		return t
+	}
+	return "Downstream tool call failed"
+}
+
+// unwrap is S5: structuredContent when present, else all-text content
+// joined with "\n" and JSON-parsed when it parses (else the raw text), else
+// the raw result. Values pass through as exact (compacted) JSON.
+func (p parsedResult) unwrap(raw []byte) json.RawMessage {
+	if p.structured != nil {
+		return compactJSON(p.structured)
+	}
+	if p.allText {
+		text := strings.Join(p.texts, "\n")
+		if trimmed := strings.TrimSpace(text); trimmed != "" && json.Valid([]byte(trimmed)) {
+			return compactJSON([]byte(trimmed))
+		}
+		b, _ := marshalNoEscape(text)
+		return b
+	}
+	return compactJSON(raw)
+}
+
+func compactJSON(b []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return append(json.RawMessage(nil), b...)
+	}
+	return json.RawMessage(buf.Bytes())
+}

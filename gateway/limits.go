@@ -1,0 +1,54 @@
+package gateway
+
+import "time"
+
+// Contract bounds and defaults of the gateway core, in one place.
+const (
+	// DefaultCallTimeout is the one deadline over catalog + admission + call
+	// when the caller names none (execute.hostCallTimeoutMs, E2 `timeout`).
+	DefaultCallTimeout = 15 * time.Second
+	// DefaultCatalogTTL is how long a listed catalog is served (catalog.ttlMs).
+	DefaultCatalogTTL = 300 * time.Second
+	// CatalogRefreshTimeout bounds one detached tools/list refresh
+	// (discovery.probeTimeoutMs).
+	CatalogRefreshTimeout = 30 * time.Second
+	// MaxCatalogTools is the largest catalog read through every cursor page;
+	// more is a partial catalog, which counts as a failure.
+	MaxCatalogTools = 100_000
+	// MaxCatalogPages stops a downstream that keeps handing out cursors.
+	MaxCatalogPages = 1_000
+
+	// MaxResponseBodyBytes caps one downstream HTTP response before it is read
+	// into memory (a 1 GB body is cut off here).
+	MaxResponseBodyBytes = 32 << 20
+
+	// MaxArgsEchoBytes: E4 echoes args whole only when their JSON fits.
+	MaxArgsEchoBytes = 512
+	// MaxDownstreamTextBytes bounds downstream prose carried in a message
+	// (isError text, JSON-RPC error messages).
+	MaxDownstreamTextBytes = 1_024
+	// MaxHostBytes bounds details.host, an HTTP(S) origin (E1).
+	MaxHostBytes = 253
+	// MaxCodeBytes bounds details.code, an errno name or `timeout` (E1).
+	MaxCodeBytes = 32
+
+	// MaxValidationFindings is how many E8 findings an error carries; more
+	// sets `truncated`. Paths, codes and expectations are bounded in UTF-16
+	// code units as the original did.
+	MaxValidationFindings      = 3
+	MaxFindingPathChars        = 256
+	MaxFindingCodeChars        = 64
+	MaxFindingExpectedChars    = 128
+	stdioRestartBackoffInitial = 100 * time.Millisecond
+	stdioRestartBackoffMax     = 5 * time.Second
+	// StderrTailBytes is how much of a stdio server's stderr is kept.
+	StderrTailBytes = 8 << 10
+	// stdioTerminateGrace is how long Close waits after closing a stdio
+	// server's stdin before SIGTERM.
+	stdioTerminateGrace = 2 * time.Second
+)
+
+// mcpProtocolVersion pins the session protocol: 2025-11-25 keeps sessions
+// (404 → reconnect), the standalone SSE stream (list_changed), and keeps the
+// SDK's client-side list cache (2026-07-28 only) out of our catalog.
+const mcpProtocolVersion = "2025-11-25"

@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are registered on the registerer the caller passes; no globals.
+// Connector labels come from configuration only (an unknown connector
+// never becomes a label).
+type metrics struct {
+	calls     *prometheus.CounterVec
+	callSecs  *prometheus.HistogramVec
+	refreshes *prometheus.CounterVec
+	refreshS  *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_downstream_calls_total",
+			Help: "Downstream tools/call attempts by connector and outcome (success or the E2 code).",
+		}, []string{"connector", "outcome"}),
+		callSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "connecta_downstream_call_duration_seconds",
+			Help:    "Connector time of downstream tools/call attempts.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
+		}, []string{"connector"}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_catalog_refreshes_total",
+			Help: "Catalog (tools/list) refreshes by connector and outcome.",
+		}, []string{"connector", "outcome"}),
+		refreshS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "connecta_catalog_refresh_duration_seconds",
+			Help:    "Duration of catalog (tools/list) refreshes.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
+		}, []string{"connector"}),
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("gateway: metrics already registered on this registry")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) call(connector, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(connector, outcome).Inc()
+	m.callSecs.WithLabelValues(connector).Observe(d.Seconds())
+}
+
+func (m *metrics) catalogRefresh(connector, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.refreshes.WithLabelValues(connector, outcome).Inc()
+	m.refreshS.WithLabelValues(connector).Observe(d.Seconds())
+}

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// For streamable HTTP the raw results are read off the wire here instead of
+// by wrapping the SDK's connection: the SDK drives its legacy-protocol
+// session (protocol header, standalone SSE stream for list_changed) through
+// an unexported method a wrapper would hide. The sniffer sees the bytes
+// before the SDK's reader does, so the slot is filled before the call
+// returns.
+
+// callID returns the JSON-RPC id of a tools/call or tools/list request body,
+// restoring the body for the real round trip.
+func callID(req *http.Request) (any, bool) {
+	if req.Body == nil || req.GetBody == nil {
+		return nil, false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, false
+	}
+	defer body.Close()
+	var head struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if json.NewDecoder(io.LimitReader(body, MaxResponseBodyBytes)).Decode(&head) != nil || head.ID == nil {
+		return nil, false
+	}
+	if head.Method != "tools/call" && head.Method != "tools/list" {
+		return nil, false
+	}
+	return head.ID, true
+}
+
+// rawSniffer passes a response body through, picking out the JSON-RPC
+// response whose id matches, from a JSON body or from SSE events.
+type rawSniffer struct {
+	rc   io.ReadCloser
+	slot *rawSlot
+	id   any
+	sse  bool
+	buf  []byte // JSON: the whole body; SSE: the unterminated line
+	data bytes.Buffer
+	done bool
+}
+
+func (s *rawSniffer) Read(p []byte) (int, error) {
+	n, err := s.rc.Read(p)
+	if !s.done && n > 0 {
+		if s.sse {
+			s.feedSSE(p[:n])
+		} else {
+			s.buf = append(s.buf, p[:n]...)
+		}
+	}
+	if err == io.EOF && !s.done {
+		if s.sse {
+			if len(s.buf) > 0 {
+				s.line(s.buf)
+				s.buf = nil
+			}
+			s.event()
+		} else {
+			s.match(s.buf)
+			s.buf = nil
+		}
+		s.done = true
+	}
+	return n, err
+}
+
+func (s *rawSniffer) Close() error { return s.rc.Close() }
+
+func (s *rawSniffer) feedSSE(chunk []byte) {
+	s.buf = append(s.buf, chunk...)
+	for !s.done {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			return
+		}
+		line := bytes.TrimSuffix(s.buf[:i], []byte("\r"))
+		rest := s.buf[i+1:]
+		s.line(line)
+		if s.done {
+			return
+		}
+		s.buf = rest
+	}
+}
+
+func (s *rawSniffer) line(line []byte) {
+	if len(line) == 0 {
+		s.event()
+		return
+	}
+	if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+		v = bytes.TrimPrefix(v, []byte(" "))
+		if s.data.Len() > 0 {
+			s.data.WriteByte('\n')
+		}
+		s.data.Write(v)
+	}
+}
+
+func (s *rawSniffer) event() {
+	if s.data.Len() > 0 {
+		s.match(s.data.Bytes())
+		s.data.Reset()
+	}
+}
+
+// match stores msg's result when it is the response to our request.
+func (s *rawSniffer) match(msg []byte) {
+	var resp struct {
+		ID     any             `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(msg, &resp) != nil || resp.Result == nil || resp.ID != s.id {
+		return
+	}
+	s.slot.set(resp.Result)
+	s.done = true
+	s.buf = nil
+}

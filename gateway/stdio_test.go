@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func stdioSpec(id string) ConnectorSpec {
+	return ConnectorSpec{ID: id, Command: []string{"/proc/self/exe", stdioServerArg}, Env: map[string]string{"ONLY_THIS": "1"}}
+}
+
+func TestStdio_ExplicitEnvRestartAndStderr(t *testing.T) {
+	env := newTestGateway(t, 10*time.Second, stdioSpec("s"))
+	res, gerr := env.call(t, "s.env", "", false)
+	if gerr != nil {
+		t.Fatal(errJSON(t, gerr))
+	}
+	var environ []string
+	if err := json.Unmarshal(res.Value, &environ); err != nil {
+		t.Fatalf("env value %s", res.Value)
+	}
+	if len(environ) != 1 || environ[0] != "ONLY_THIS=1" {
+		t.Fatalf("child environment = %v, want only the explicit env", environ)
+	}
+
+	// A crash fails the call in flight as unavailable; the next call
+	// restarts the process (after its backoff) and succeeds.
+	_, gerr = env.call(t, "s.crash", "", false)
+	if gerr == nil || gerr.Code != CodeUnavailable || !gerr.Retryable {
+		t.Fatalf("crash: %v", gerr)
+	}
+	if _, gerr := env.call(t, "s.read_items", "", false); gerr != nil {
+		t.Fatalf("after restart: %s", errJSON(t, gerr))
+	}
+	c := env.g.connectors["s"]
+	if tail := c.stderr.String(); !strings.Contains(tail, "crashing on purpose") || !strings.Contains(tail, "stdio test server up") {
+		t.Fatalf("stderr tail = %q", tail)
+	}
+	if h := env.g.Health()[0]; h.Restarts != 1 || !h.Connected {
+		t.Fatalf("health %+v", h)
+	}
+}
+
+func TestStdio_MissingCommandIsUnavailable(t *testing.T) {
+	env := newTestGateway(t, 2*time.Second, ConnectorSpec{ID: "s", Command: []string{"/nonexistent/mcp-server"}})
+	_, err := env.g.Tools(context.Background(), "s")
+	gerr, _ := err.(*Error)
+	if gerr == nil || gerr.Code != CodeCatalogLookupFailed || !gerr.Retryable {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestStdioBackoff(t *testing.T) {
+	cases := []struct {
+		n    int
+		want time.Duration
+	}{{0, 0}, {1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {4, 800 * time.Millisecond}, {6, 3200 * time.Millisecond}, {7, 5 * time.Second}, {50, 5 * time.Second}}
+	for _, tc := range cases {
+		if got := stdioBackoff(tc.n); got != tc.want {
+			t.Fatalf("backoff(%d) = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+}

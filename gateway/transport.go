@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The go-sdk client's errors carry neither the HTTP status, Retry-After nor
+// the errno (PITFALLS), so every downstream request goes through
+// captureTransport, which records them into the exchange the calling context
+// carries, and caps the response body before anything reads it into memory.
+
+// errBodyTooLarge is what a capped response body returns past the cap.
+var errBodyTooLarge = errors.New("downstream response body exceeds the size cap")
+
+// exchange is what one call (or one catalog refresh) learned about its HTTP
+// requests. The first failure wins: it is the one the SDK reacted to.
+type exchange struct {
+	mu         sync.Mutex
+	failed     bool
+	status     int
+	retryAfter string
+	transport  error // error from the base RoundTripper, nil when a response came
+	bodyCapped bool
+}
+
+type exchangeKey struct{}
+
+func withExchange(ctx context.Context, ex *exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, ex)
+}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+func (ex *exchange) recordResponse(status int, retryAfter string) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.failed || status < 300 {
+		return
+	}
+	ex.failed, ex.status, ex.retryAfter = true, status, retryAfter
+}
+
+func (ex *exchange) recordTransport(err error) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.failed {
+		return
+	}
+	ex.failed, ex.transport = true, err
+}
+
+func (ex *exchange) recordCapped() {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.bodyCapped = true
+}
+
+// snapshot is a copy safe to read without the lock.
+type exchangeSnapshot struct {
+	failed     bool
+	status     int
+	retryAfter string
+	transport  error
+	bodyCapped bool
+}
+
+func (ex *exchange) snapshot() exchangeSnapshot {
+	if ex == nil {
+		return exchangeSnapshot{}
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return exchangeSnapshot{ex.failed, ex.status, ex.retryAfter, ex.transport, ex.bodyCapped}
+}
+
+// captureTransport adds the connector's configured headers, records each
+// POST's outcome into the context's exchange and caps response bodies. GETs
+// (the standalone SSE stream and resumptions) belong to the session, not to
+// a call, so they are only capped per event by the SDK.
+type captureTransport struct {
+	base     http.RoundTripper
+	headers  map[string]string
+	maxBytes int64
+}
+
+func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
+	}
+	ex := exchangeFrom(req.Context())
+	if req.Method != http.MethodPost {
+		ex = nil
+	}
+	var sniff *rawSniffer
+	if slot, _ := req.Context().Value(rawSlotKey{}).(*rawSlot); slot != nil && req.Method == http.MethodPost {
+		if id, ok := callID(req); ok {
+			sniff = &rawSniffer{slot: slot, id: id}
+		}
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		if ex != nil && req.Context().Err() == nil {
+			ex.recordTransport(err)
+		}
+		return nil, err
+	}
+	if ex != nil {
+		ex.recordResponse(resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if req.Method == http.MethodPost && resp.Body != nil {
+		resp.Body = &cappedBody{rc: resp.Body, left: t.maxBytes, ex: ex}
+		if sniff != nil && resp.StatusCode/100 == 2 {
+			sniff.rc = resp.Body
+			sniff.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Type"))), "text/event-stream")
+			resp.Body = sniff
+		}
+	}
+	return resp, nil
+}
+
+// cappedBody fails reads past the cap instead of buffering them.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+	ex   *exchange
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// Probe one byte: a body of exactly the cap is fine.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			if b.ex != nil {
+				b.ex.recordCapped()
+			}
+			return 0, errBodyTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
+
+// transportCode names a transport failure for details.code: the Go errno
+// name (ECONNREFUSED, ECONNRESET, …) or "timeout"; "" when it is neither,
+// because a cause we were not told is never invented.
+func transportCode(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if name := unix.ErrnoName(errno); name != "" && len(name) <= MaxCodeBytes {
+			return name
+		}
+		return ""
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return "timeout"
+	}
+	return ""
+}
+
+// originOf returns the scheme://host[:port] of a URL, clamped for
+// details.host; "" when it does not parse as HTTP(S).
+func originOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	origin := u.Scheme + "://" + u.Host
+	if len(origin) > MaxHostBytes {
+		return ""
+	}
+	return origin
+}
+
+// parseRetryAfter reads Retry-After as delay-seconds or an HTTP date and
+// returns whole milliseconds ≥ 0; ok is false when absent or invalid.
+func parseRetryAfter(v string, now time.Time) (int64, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		if secs > (1<<62)/1000 {
+			secs = (1 << 62) / 1000
+		}
+		return secs * 1000, true
+	}
+	when, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	ms := when.Sub(now).Milliseconds()
+	if ms < 0 {
+		ms = 0
+	}
+	return ms, true
+}
+
+// httpStatusText is a stable, provider-prose-free description of a status.
+func httpStatusText(status int) string {
+	if t := http.StatusText(status); t != "" {
+		return fmt.Sprintf("HTTP %d %s", status, t)
+	}
+	return fmt.Sprintf("HTTP %d", status)
+}
+
+// reset forgets what was recorded (before the one reconnect after a 404
+// session expiry, whose failure is not the call's).
+func (ex *exchange) reset() {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.failed, ex.status, ex.retryAfter, ex.transport, ex.bodyCapped = false, 0, "", nil, false
+}

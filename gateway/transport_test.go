@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestE2_RetryAfterParsing(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		in   string
+		ms   int64
+		ok   bool
+		name string
+	}{
+		{"7", 7000, true, "seconds"},
+		{" 0 ", 0, true, "zero"},
+		{"-1", 0, false, "negative"},
+		{"soon", 0, false, "garbage"},
+		{"", 0, false, "absent"},
+		{now.Add(30 * time.Second).Format(http.TimeFormat), 30000, true, "http date"},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true, "past date"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, ok := parseRetryAfter(tc.in, now)
+			if ms != tc.ms || ok != tc.ok {
+				t.Fatalf("parseRetryAfter(%q) = %d, %v", tc.in, ms, ok)
+			}
+		})
+	}
+}
+
+func TestE1_TransportCodeAndOrigin(t *testing.T) {
+	if got := transportCode(&wrapped{syscall.ECONNREFUSED}); got != "ECONNREFUSED" {
+		t.Fatalf("errno name = %q", got)
+	}
+	if got := transportCode(errors.New("EOF")); got != "" {
+		t.Fatalf("invented a code: %q", got)
+	}
+	if got := originOf("https://user:pw@mcp.example.com:8443/mcp?token=x"); got != "https://mcp.example.com:8443" {
+		t.Fatalf("origin = %q", got)
+	}
+	if got := originOf("https://" + strings.Repeat("a", 300) + ".example/mcp"); got != "" {
+		t.Fatalf("origin over 253 bytes kept: %q", got)
+	}
+}
+
+type wrapped struct{ err error }
+
+func (w *wrapped) Error() string { return "dial: " + w.err.Error() }
+func (w *wrapped) Unwrap() error { return w.err }
+
+func TestCappedBodyCutsOff(t *testing.T) {
+	ex := &exchange{}
+	body := &cappedBody{rc: io.NopCloser(strings.NewReader(strings.Repeat("x", 100))), left: 10, ex: ex}
+	b, err := io.ReadAll(body)
+	if !errors.Is(err, errBodyTooLarge) || len(b) != 10 || !ex.snapshot().bodyCapped {
+		t.Fatalf("read %d bytes, err %v", len(b), err)
+	}
+	exact := &cappedBody{rc: io.NopCloser(strings.NewReader("0123456789")), left: 10}
+	if b, err := io.ReadAll(exact); err != nil || len(b) != 10 {
+		t.Fatalf("a body of exactly the cap failed: %v", err)
+	}
+}
+
+func TestClampUTF16(t *testing.T) {
+	s, clipped := clampUTF16(strings.Repeat("😀", 10), 5)
+	if !clipped || s != "😀😀…" {
+		t.Fatalf("got %q", s)
+	}
+	if s, clipped := clampUTF16("short", 5); clipped || s != "short" {
+		t.Fatalf("got %q", s)
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	env := newTestGateway(t, time.Second,
+		inProcessSpec("demo", nil),
+		ConnectorSpec{ID: "hdr", URL: "http://127.0.0.1:9/mcp", Headers: map[string]string{"Authorization": "Bearer secret-value"}, CredentialRefs: []string{"${credential:hdr}"}},
+	)
+	cases := []struct {
+		id, want string
+	}{
+		{"demo", `{"connector":"demo","recovery":"unavailable"`},
+		{"hdr", `{"connector":"hdr","recovery":"operator_config","credential":{"configKey":"connectors.hdr.headers","references":["${credential:hdr}"]}`},
+	}
+	for _, tc := range cases {
+		obj, gerr := env.g.Authorize(context.Background(), tc.id)
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		b, _ := json.Marshal(obj)
+		if !strings.HasPrefix(string(b), tc.want) || strings.Contains(string(b), "secret-value") {
+			t.Fatalf("authorize(%s) = %s", tc.id, b)
+		}
+	}
+	if _, gerr := env.g.Authorize(context.Background(), "ghost"); gerr == nil || gerr.Retryable {
+		t.Fatalf("unknown connector: %v", gerr)
+	}
+}
+
+func TestClose_EndsEveryGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m := newMisbehavingHTTP(t)
+	env := newTestGateway(t, 2*time.Second, inProcessSpec("t", nil), ConnectorSpec{ID: "h", URL: m.url()}, stdioSpec("s"))
+	for _, a := range []string{"t.read_items", "h.read_items", "s.read_items"} {
+		if _, gerr := env.call(t, a, "", false); gerr != nil {
+			t.Fatal(errJSON(t, gerr))
+		}
+	}
+	if err := env.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.srv.CloseClientConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 { // the httptest server's own
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:n])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, gerr := env.call(t, "t.read_items", "", false); gerr == nil {
+		t.Fatal("call after Close succeeded")
+	}
+}
+
+func FuzzToolFromRaw(f *testing.F) {
+	f.Add([]byte(`{"name":"a","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`))
+	f.Add([]byte(`{"name":1}`))
+	f.Add([]byte(`{"name":"x","annotations":{"readOnlyHint":"yes"},"inputSchema":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		tool, ok := toolFromRaw("c", raw)
+		if ok && (tool.Name == "" || string(tool.Definition) != string(raw)) {
+			t.Fatalf("bad tool %+v", tool)
+		}
+		if ok && annotatedReadOnly(tool.Annotations) && *tool.Annotations.ReadOnlyHint != true {
+			t.Fatal("predicate")
+		}
+	})
+}
+
+func FuzzParseResult(f *testing.F) {
+	f.Add([]byte(`{"content":[{"type":"text","text":"{\"a\":1}"}]}`))
+	f.Add([]byte(`{"content":[],"structuredContent":{"b":[1]}}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p := parseResult(raw)
+		v := p.unwrap(raw)
+		if json.Valid(raw) && !json.Valid(v) {
+			t.Fatalf("unwrap(%q) = %q is not JSON", raw, v)
+		}
+		_ = p.errorText()
+	})
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	f.Add("120")
+	f.Add("Wed, 21 Oct 2015 07:28:00 GMT")
+	f.Fuzz(func(t *testing.T, v string) {
+		if ms, ok := parseRetryAfter(v, time.Unix(0, 0)); ok && ms < 0 {
+			t.Fatalf("negative %d", ms)
+		}
+	})
+}
+
+func TestS5_ExactBytesOverHTTP(t *testing.T) {
+	m := newMisbehavingHTTP(t)
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "h", URL: m.url()})
+	res, gerr := env.call(t, "h.read_items", "", false)
+	if gerr != nil {
+		t.Fatal(errJSON(t, gerr))
+	}
+	if want := `{"z":1,"a":{"n":12345678901234567890},"html":"\u003c\u0026\u003e"}`; string(res.Value) != want {
+		t.Fatalf("value = %s, want %s", res.Value, want)
+	}
+}
+
+func TestRawSniffer_SSEAndJSON(t *testing.T) {
+	cases := []struct {
+		name, body string
+		sse        bool
+		want       string
+	}{
+		{"json", `{"jsonrpc":"2.0","id":3,"result":{"b":1,"a":2}}`, false, `{"b":1,"a":2}`},
+		{"json other id", `{"jsonrpc":"2.0","id":4,"result":{}}`, false, ""},
+		{"sse", "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"z\":[1]}}\r\n\r\n", true, `{"z":[1]}`},
+		{"sse without final blank line", "data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":7}", true, `7`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			slot := &rawSlot{}
+			s := &rawSniffer{rc: io.NopCloser(&oneByteReader{r: strings.NewReader(tc.body)}), slot: slot, id: float64(3), sse: tc.sse}
+			b, err := io.ReadAll(s)
+			if err != nil || string(b) != tc.body {
+				t.Fatalf("pass-through changed the body: %v", err)
+			}
+			got, _ := slot.get()
+			if string(got) != tc.want {
+				t.Fatalf("captured %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+type oneByteReader struct{ r io.Reader }
+
+func (o *oneByteReader) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:1]
+	}
+	return o.r.Read(p)
+}
+
+func FuzzRawSniffer(f *testing.F) {
+	f.Add([]byte("data: {\"id\":1,\"result\":{}}\n\n"), true)
+	f.Add([]byte(`{"id":1,"result":[1]}`), false)
+	f.Fuzz(func(t *testing.T, body []byte, sse bool) {
+		s := &rawSniffer{rc: io.NopCloser(&oneByteReader{r: strings.NewReader(string(body))}), slot: &rawSlot{}, id: float64(1), sse: sse}
+		b, _ := io.ReadAll(s)
+		if string(b) != string(body) {
+			t.Fatal("body changed")
+		}
+	})
+}

@@ -1,0 +1,321 @@
+package guest
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+
+	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
+)
+
+// Engine build facts (shim and link line in quickjs.wasm/).
+const (
+	// linkStackBytes is the shadow stack the module is linked with. The JS
+	// stack limit must stay below it with room for C frames past the check.
+	linkStackBytes = 2 << 20
+	// MaxStackBytes is the largest Limits.StackBytes accepted.
+	MaxStackBytes = linkStackBytes - 512<<10
+	// defaultMemoryHeadroom is added to DefaultHeapBytes for the default wasm
+	// page cap: shadow stack, static data, allocator overhead, host buffers.
+	defaultMemoryHeadroom = 32 << 20
+	wasmPageBytes         = 64 << 10
+	// maxHeapBytes keeps the JS heap limit (a 32-bit size_t in the guest,
+	// plus the shim's reporting reserve) from wrapping.
+	maxHeapBytes = 1<<32 - 16<<20
+)
+
+// Guest-visible texts (spec-sandbox §6).
+const (
+	stallMessage     = "Execution stalled: code awaits something that can never settle."
+	cancelledMessage = "Execution was cancelled."
+)
+
+func cpuMessage(budget time.Duration) string {
+	return fmt.Sprintf("Execution exceeded the %dms guest CPU budget.", budget.Milliseconds())
+}
+
+func deadlineMessage(wall time.Duration) string {
+	return fmt.Sprintf("Execution timed out after %dms.", wall.Milliseconds())
+}
+
+//go:embed setup.js
+var setupSource string
+
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("guest: engine is closed")
+
+// Engine holds the wazero runtime and the compiled QuickJS module. It is safe
+// for concurrent use: every Run gets its own fresh instance.
+type Engine struct {
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	memCap   uint64
+	epoch    time.Time // monotonic origin of the guest's monotonic clock
+
+	// snapshot is the template instance's linear memory above the shadow
+	// stack after init and prepare; every run starts from a copy of it.
+	snapshot      []byte
+	snapshotPages uint32
+
+	mu      sync.RWMutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+// NewEngine builds the runtime (compiler mode, no debug info, page cap) and
+// compiles the embedded QuickJS module, through opts.CacheDir when given.
+func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
+	memCap := opts.MemoryLimitBytes
+	if memCap == 0 {
+		memCap = DefaultHeapBytes + defaultMemoryHeadroom
+	}
+	pages := (memCap + wasmPageBytes - 1) / wasmPageBytes
+	if pages > 65536 {
+		return nil, fmt.Errorf("guest: MemoryLimitBytes %d is over the 4 GiB wasm32 limit", memCap)
+	}
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithDebugInfoEnabled(false).
+		WithCloseOnContextDone(false). // ~8x slower on QuickJS; the interrupt handler does this job
+		WithMemoryLimitPages(uint32(pages))
+	if opts.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("guest: compilation cache %s: %w", opts.CacheDir, err)
+		}
+		cfg = cfg.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	e := &Engine{rt: rt, memCap: pages * wasmPageBytes, epoch: time.Now()}
+	if err := e.instantiateHostModules(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	compiled, err := rt.CompileModule(ctx, quickjswasm.Binary())
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("guest: compile quickjs.wasm: %w", err)
+	}
+	e.compiled = compiled
+	if err := e.takeSnapshot(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	return e, nil
+}
+
+// takeSnapshot runs QuickJS's runtime and context creation and the engine's
+// setup once, in a template instance, and keeps its memory: a run then costs
+// a copy instead of about a millisecond of interpreter start-up and parsing.
+func (e *Engine) takeSnapshot(ctx context.Context) error {
+	mod, err := e.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mmapAllocator{}), e.compiled,
+		wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize"))
+	if err != nil {
+		return fmt.Errorf("guest: instantiate template: %w", err)
+	}
+	defer mod.Close(ctx)
+	res, err := mod.ExportedFunction("init").Call(ctx, DefaultHeapBytes, DefaultStackBytes)
+	if err != nil || int32(res[0]) != 0 {
+		return fmt.Errorf("guest: template init: %v %v", res, err)
+	}
+	r := &run{ctx: ctx}
+	r.bind(ctx, mod)
+	st, err := r.withBytes([]byte(setupSource), func(p, n uint32) (uint64, error) {
+		res, err := mod.ExportedFunction("prepare").Call(ctx, uint64(p), uint64(n))
+		if err != nil {
+			return 0, err
+		}
+		return res[0], nil
+	})
+	if err != nil || st != stOK {
+		return fmt.Errorf("guest: template setup: status %d %v: %s", st, err, r.output())
+	}
+	mem := mod.Memory()
+	size := mem.Size()
+	b, ok := mem.Read(linkStackBytes, size-linkStackBytes)
+	if !ok {
+		return fmt.Errorf("guest: template memory is %d bytes", size)
+	}
+	e.snapshot = append([]byte(nil), b...)
+	e.snapshotPages = size / wasmPageBytes
+	return nil
+}
+
+// restore makes a fresh instance's memory the snapshot's.
+func (e *Engine) restore(mod api.Module) error {
+	mem := mod.Memory()
+	if have := mem.Size() / wasmPageBytes; have < e.snapshotPages {
+		if _, ok := mem.Grow(e.snapshotPages - have); !ok {
+			return errors.New("cannot grow memory to the snapshot's size")
+		}
+	}
+	if !mem.Write(linkStackBytes, e.snapshot) {
+		return errors.New("snapshot does not fit")
+	}
+	return nil
+}
+
+// Close releases the runtime after the runs in progress return.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.running.Wait()
+	return e.rt.Close(context.Background())
+}
+
+// resolvedLimits are a run's limits with defaults applied.
+type resolvedLimits struct {
+	Limits
+}
+
+func (e *Engine) resolve(l Limits) (resolvedLimits, error) {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if l.HeapBytes == 0 {
+		l.HeapBytes = DefaultHeapBytes
+	}
+	if l.StackBytes == 0 {
+		l.StackBytes = DefaultStackBytes
+	}
+	if l.CPUTime == 0 {
+		l.CPUTime = DefaultCPUTime
+	}
+	if l.Wall == 0 {
+		l.Wall = DefaultWall
+	}
+	def(&l.MaxResultChars, DefaultMaxResultChars)
+	def(&l.MaxArgBytes, DefaultMaxArgBytes)
+	def(&l.MaxLogEntries, DefaultMaxLogEntries)
+	def(&l.MaxLogEntryChars, DefaultMaxLogEntryChars)
+	def(&l.MaxLogChars, DefaultMaxLogChars)
+	// wasm32 sizes are 32-bit; the page cap stops anything near this first.
+	if l.HeapBytes > maxHeapBytes {
+		l.HeapBytes = maxHeapBytes
+	}
+	switch {
+	case l.StackBytes > MaxStackBytes:
+		return resolvedLimits{}, fmt.Errorf("guest: StackBytes %d is over the engine's %d", l.StackBytes, MaxStackBytes)
+	case l.CPUTime < 0 || l.Wall < 0:
+		return resolvedLimits{}, errors.New("guest: CPUTime and Wall must be positive")
+	case l.MaxResultChars < 0 || l.MaxArgBytes < 0 || l.MaxLogEntries < 0 || l.MaxLogEntryChars < 0 || l.MaxLogChars < 0:
+		return resolvedLimits{}, errors.New("guest: limits must not be negative")
+	case l.MaxResultChars < 200:
+		return resolvedLimits{}, errors.New("guest: MaxResultChars must leave room for the truncation envelope (200)")
+	}
+	return resolvedLimits{l}, nil
+}
+
+// setupConfig is what setup.js receives.
+type setupConfig struct {
+	Providers []setupProvider `json:"providers"`
+	Limits    setupLimits     `json:"limits"`
+}
+
+type setupProvider struct {
+	Name      string   `json:"name"`
+	Functions []string `json:"functions"`
+}
+
+type setupLimits struct {
+	MaxResultChars   int `json:"maxResultChars"`
+	MaxLogEntries    int `json:"maxLogEntries"`
+	MaxLogEntryChars int `json:"maxLogEntryChars"`
+	MaxLogChars      int `json:"maxLogChars"`
+}
+
+// Run executes one program in a fresh instance and closes it. The error is
+// non-nil only when the engine could not run the program at all (invalid
+// limits or providers, closed engine, instantiation failure); every program
+// failure, including the deadline and cancellation, is in Outcome.Err.
+//
+// Run locks its goroutine to its OS thread for the duration so that guest
+// CPU can be read as thread CPU time.
+func (e *Engine) Run(ctx context.Context, prog Program, host Host) (*Outcome, error) {
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	e.running.Add(1)
+	e.mu.RUnlock()
+	defer e.running.Done()
+
+	lim, err := e.resolve(prog.Limits)
+	if err != nil {
+		return nil, err
+	}
+	cfg := setupConfig{
+		Providers: make([]setupProvider, len(prog.Providers)),
+		Limits: setupLimits{
+			MaxResultChars:   lim.MaxResultChars,
+			MaxLogEntries:    lim.MaxLogEntries,
+			MaxLogEntryChars: lim.MaxLogEntryChars,
+			MaxLogChars:      lim.MaxLogChars,
+		},
+	}
+	for i, p := range prog.Providers {
+		if p.Name == "" {
+			return nil, fmt.Errorf("guest: provider %d has no name", i)
+		}
+		fns := p.Functions
+		if fns == nil {
+			fns = []string{}
+		}
+		cfg.Providers[i] = setupProvider{Name: p.Name, Functions: fns}
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("guest: providers: %w", err)
+	}
+
+	if ctx.Err() != nil {
+		return failure(ErrCancelled, cancelledMessage), nil
+	}
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	r := newRun(e, lim, prog.Providers, host)
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the host calls still in flight (L2)
+	defer r.finish()
+	r.callCtx = callCtx
+	r.parent = ctx
+
+	ictx := context.WithValue(callCtx, runKey{}, r)
+	// No start function: the snapshot already holds _initialize's effects.
+	alloc := mmapAllocator{populateFrom: linkStackBytes, populateTo: linkStackBytes + uint64(len(e.snapshot))}
+	mod, err := e.rt.InstantiateModule(experimental.WithMemoryAllocator(ictx, alloc), e.compiled,
+		wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		return nil, fmt.Errorf("guest: instantiate: %w", err)
+	}
+	defer mod.Close(context.Background())
+	if err := e.restore(mod); err != nil {
+		return nil, fmt.Errorf("guest: restore snapshot: %w", err)
+	}
+	r.bind(ictx, mod)
+
+	out := r.execute(cfgJSON, prog.Prelude, prog.Code)
+	out.CPUTime = r.cpuUsed
+	out.PeakHeapBytes = r.heapPeak()
+	out.Logs = r.logs
+	out.HostCalls = r.hostCalls
+	return out, nil
+}
