@@ -49,6 +49,7 @@ package guest
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -65,6 +66,26 @@ const (
 	DefaultMaxLogEntryChars = 8000             // X4 per-entry cap
 	DefaultMaxLogChars      = 256000           // X4 cumulative cap
 )
+
+// Console truncation markers (spec-sandbox §7; DECISIONS.md: a visible
+// marker containing TRUNCATED). An entry over MaxLogEntryChars keeps its
+// first MaxLogEntryChars UTF-16 units followed by LogEntryTruncatedMarker;
+// the entry after the last one allowed by MaxLogEntries is LogCountMarker;
+// the entry that would cross MaxLogChars or LogWeightBytes is LogSizeMarker,
+// and nothing is captured after a count or size marker.
+const (
+	LogEntryTruncatedMarker = "…[entry TRUNCATED]"
+	LogSizeMarker           = "[log TRUNCATED: size budget exceeded]"
+	// LogWeightBytes bounds the UTF-8 bytes of JSON.stringify(JSON.stringify(entry))
+	// summed over entries, marker included (the 0.18.2 log transport bound).
+	LogWeightBytes = 512 << 10
+)
+
+// LogCountMarker is the entry that replaces everything after the first
+// maxEntries console entries.
+func LogCountMarker(maxEntries int) string {
+	return "[log TRUNCATED after " + strconv.Itoa(maxEntries) + " entries]"
+}
 
 // EngineOptions are fixed for the life of an Engine.
 type EngineOptions struct {

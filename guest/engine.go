@@ -233,10 +233,14 @@ type setupProvider struct {
 }
 
 type setupLimits struct {
-	MaxResultChars   int `json:"maxResultChars"`
-	MaxLogEntries    int `json:"maxLogEntries"`
-	MaxLogEntryChars int `json:"maxLogEntryChars"`
-	MaxLogChars      int `json:"maxLogChars"`
+	MaxResultChars   int    `json:"maxResultChars"`
+	MaxLogEntries    int    `json:"maxLogEntries"`
+	MaxLogEntryChars int    `json:"maxLogEntryChars"`
+	MaxLogChars      int    `json:"maxLogChars"`
+	MaxLogWeight     int    `json:"maxLogWeight"`
+	EntryMarker      string `json:"entryMarker"`
+	CountMarker      string `json:"countMarker"`
+	SizeMarker       string `json:"sizeMarker"`
 }
 
 // Run executes one program in a fresh instance and closes it. The error is
@@ -267,6 +271,10 @@ func (e *Engine) Run(ctx context.Context, prog Program, host Host) (*Outcome, er
 			MaxLogEntries:    lim.MaxLogEntries,
 			MaxLogEntryChars: lim.MaxLogEntryChars,
 			MaxLogChars:      lim.MaxLogChars,
+			MaxLogWeight:     LogWeightBytes,
+			EntryMarker:      LogEntryTruncatedMarker,
+			CountMarker:      LogCountMarker(lim.MaxLogEntries),
+			SizeMarker:       LogSizeMarker,
 		},
 	}
 	for i, p := range prog.Providers {

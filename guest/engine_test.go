@@ -502,14 +502,14 @@ func TestX4_ConsoleCaps(t *testing.T) {
 	t.Run("entry cap", func(t *testing.T) {
 		out := runProgram(t, e, nil, Program{Code: `async () => { console.log("x".repeat(25e6)); return 1; }`, Limits: Limits{Wall: time.Minute, CPUTime: 5 * time.Second}})
 		wantValue(t, out, "1")
-		if len(out.Logs) != 1 || out.Logs[0] != strings.Repeat("x", 8000)+"…[entry truncated]" {
+		if len(out.Logs) != 1 || out.Logs[0] != strings.Repeat("x", 8000)+LogEntryTruncatedMarker {
 			t.Fatalf("logs %d entries, first %d chars", len(out.Logs), len(out.Logs[0]))
 		}
 	})
 	t.Run("entry count cap", func(t *testing.T) {
 		out := runProgram(t, e, nil, Program{Code: `async () => { for (let i = 0; i < 500; i++) console.log(i); return 1; }`, Limits: testLimits()})
 		wantValue(t, out, "1")
-		if len(out.Logs) != 201 || out.Logs[199] != "199" || out.Logs[200] != "[log truncated after 200 entries]" {
+		if len(out.Logs) != 201 || out.Logs[199] != "199" || out.Logs[200] != "[log TRUNCATED after 200 entries]" {
 			t.Fatalf("%d logs, last %q", len(out.Logs), out.Logs[len(out.Logs)-1])
 		}
 	})
@@ -521,7 +521,7 @@ func TestX4_ConsoleCaps(t *testing.T) {
 			total += utf16Len(l)
 		}
 		last := out.Logs[len(out.Logs)-1]
-		if total >= 264128 || last != "[log truncated: size budget exceeded]" {
+		if total >= 264128 || last != LogSizeMarker {
 			t.Fatalf("total %d chars, last %q", total, last)
 		}
 	})
@@ -534,7 +534,7 @@ func TestX4_ConsoleCaps(t *testing.T) {
 			b2, _ := json.Marshal(string(b1))
 			weight += len(b2)
 		}
-		if out.Logs[len(out.Logs)-1] != "[log truncated: size budget exceeded]" || weight > 512*1024 {
+		if out.Logs[len(out.Logs)-1] != LogSizeMarker || weight > 512*1024 {
 			t.Fatalf("%d entries, weight %d", len(out.Logs), weight)
 		}
 	})

@@ -124,11 +124,9 @@
 	}
 
 	// ---- console (R5, X4) ----
-	const ENTRY_MARKER = "…[entry truncated]";
-	let COUNT_MARKER = "";
-	const SIZE_MARKER = "[log truncated: size budget exceeded]";
+	// The markers come from the host (guest/api.go) with the limits.
+	let ENTRY_MARKER = "", COUNT_MARKER = "", SIZE_MARKER = "", MAX_WEIGHT = 0;
 	const weight = (s) => utf8Length(stringify(stringify(s)));
-	const MAX_WEIGHT = 512 * 1024 - weight(SIZE_MARKER);
 	let entries = 0, chars = 0, weightUsed = 0, stopped = false;
 
 	function format(args) {
@@ -208,7 +206,10 @@
 
 	function configure(config) {
 		limits = config.limits;
-		COUNT_MARKER = "[log truncated after " + limits.maxLogEntries + " entries]";
+		ENTRY_MARKER = limits.entryMarker;
+		COUNT_MARKER = limits.countMarker;
+		SIZE_MARKER = limits.sizeMarker;
+		MAX_WEIGHT = limits.maxLogWeight - weight(SIZE_MARKER);
 		const providers = config.providers;
 		if (!isArray(providers)) throw new TypeErr("providers must be an array");
 		for (let p = 0; p < providers.length; p++) {

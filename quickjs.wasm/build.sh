@@ -35,7 +35,7 @@ fi
 OUT=$(realpath -m "$1")
 
 for tool in clang-16 wasm-ld-16 apt-get tar xz sha256sum patch; do
-	command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install ${TOOL_PACKAGES[*]} xz-utils patch)" >&2; exit 1; }
+	command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install ${TOOL_PACKAGES[*]} xz-utils patch dpkg-dev)" >&2; exit 1; }
 done
 [[ -f /usr/lib/wasm32-wasi/libc.a ]] || { echo "missing wasi-libc (/usr/lib/wasm32-wasi/libc.a)" >&2; exit 1; }
 
