@@ -1,7 +1,7 @@
 # connecta — build, test, engine build.
 GO ?= go
 
-.PHONY: build test test-long wasm wasm-verify bench vet fmt
+.PHONY: build test test-long fuzz wasm wasm-verify bench
 
 build:
 	$(GO) build -o bin/connecta ./cmd/connecta
@@ -13,6 +13,16 @@ test:
 
 test-long:
 	$(GO) test ./...
+
+# fuzz: run every fuzz target briefly (go test -fuzz takes one target per run).
+FUZZTIME ?= 5s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { echo "$$out"; exit 1; }; \
+		done; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./...

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ func benchSequential(b *testing.B, code string) {
 		b.Fatal(textOf(r))
 	}
 	lat := make([]time.Duration, 0, b.N)
+	cpu := startCPU()
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -39,7 +41,29 @@ func benchSequential(b *testing.B, code string) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
+	cpu.report(b)
 	reportPercentiles(b, lat)
+}
+
+// cpuMeter reports CPU per request: the server process itself, and the
+// sandbox children it reaped (spawn, engine load, run, exit) — the cost that
+// caps throughput on a 2-core machine.
+type cpuMeter struct{ self, children time.Duration }
+
+func rusage(who int) time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(who, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startCPU() cpuMeter {
+	return cpuMeter{self: rusage(syscall.RUSAGE_SELF), children: rusage(syscall.RUSAGE_CHILDREN)}
+}
+
+func (m cpuMeter) report(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(float64((rusage(syscall.RUSAGE_SELF)-m.self).Microseconds())/1000/n, "parent-cpu-ms/op")
+	b.ReportMetric(float64((rusage(syscall.RUSAGE_CHILDREN)-m.children).Microseconds())/1000/n, "child-cpu-ms/op")
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {
@@ -70,6 +94,7 @@ func benchClients(b *testing.B, code string, clients int) {
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, b.N)
 	errs := 0
+	cpu := startCPU()
 	b.ResetTimer()
 	start := time.Now()
 	for _, cs := range sessions {
@@ -95,6 +120,7 @@ func benchClients(b *testing.B, code string, clients int) {
 	if errs > 0 {
 		b.Logf("%d of %d requests failed (admission overload counts here)", errs, b.N)
 	}
+	cpu.report(b)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
 	reportPercentiles(b, lat)
 }

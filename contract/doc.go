@@ -17,7 +17,11 @@
 // "case X" is TestContractCases/X (contract_test.go): one row of the
 // clause-tagged table, run end to end (go-sdk client → HTTP /mcp → contract →
 // supervisor → a real sandbox child → gateway → fixture MCP server on
-// loopback that fails on demand). Other names are top-level tests.
+// loopback that fails on demand). The table's /mcp is a minimal stateless
+// go-sdk server registering only execute_code (package server imports this
+// one, so its tests cannot); TestServer_ExecuteCodeThroughRealMCPEndpoint
+// repeats the core path through SERVER's real /mcp. Other names are
+// top-level tests.
 //
 //	P1, P5      case P1_R1_OnePlusOneExactly, P1_BareBodyAndFenceAreCourtesy, P5_TypeScriptIsSyntaxError
 //	P2, X5      case P2_X5_NoAmbientAuthority, P2_X5_ImportsBlocked, A2_P2_NoConnectorGlobals;
@@ -30,7 +34,8 @@
 //	S3          case S3_E1_LimitOutOfRangeTypedUncaught, R6_DiagnosticsKeptOnDiscoveryFailure
 //	S4          case S4_DescribeOrderedMixedEntries
 //	S5, S6      case S5_UnwrapStructuredTextJSONAndRawText, S5_E2_IsErrorThrowsConnectorCallFailed;
-//	            TestS6_SameInvocationPathAsTopLevel
+//	            TestS6_SameInvocationPathAsTopLevel, TestServer_ExecuteCodeThroughRealMCPEndpoint (program
+//	            vs SERVER's call_tool)
 //	S7          case S7_S8_ParallelAllSettledKeepsTypes
 //	S8, E1, X11 case S8_E1_X11_CaughtErrorTyped, X11_ConnectorForgedFrameIsConnectorCallFailed,
 //	            X11_GuestForgedFrameStaysUntyped, X11_E6_UncaughtTypedFailureNeverShowsFrame,
@@ -38,6 +43,7 @@
 //	            rejection, clipped message, malformed hidden, forged untyped, refused whole),
 //	            TestX11_TamperingCannotObserveOrForgeFrames, TestX11_SecretUnreachableFromGuest,
 //	            TestX11_FrameRefusedWholeWhenUnboundable, TestX11_SecretIs128BitHexPerRun,
+//	            TestX11_GlobalsLockedNonWritableNonConfigurable,
 //	            TestE1_MessageClippedTo2000SerializedChars, TestE1_DetailsDropOptionalMetadataWhole
 //	S9          case S9_ObservedOutputSchemaLabelled (inference bounds: gateway/observe)
 //	E2, E8      case E2_Y2_Y4_RateLimitedRetryableWithRetryAfter, E2_Y1_UnavailableOneAttempt,
@@ -60,7 +66,9 @@
 //	Y1, Y2, Y3  case E2_Y1_UnavailableOneAttempt, E2_Y2_Y4_RateLimitedRetryableWithRetryAfter,
 //	            L4_Y2_BudgetSpentOnEntryRefusalsIncluded
 //	Y4          case E2_Y2_Y4_RateLimitedRetryableWithRetryAfter (call_tool's half: server/)
-//	L1, L2      case L1_L2_E5_InFlightCallCancelledWhenRunEnds; TestL2_CancelledExecutionAbortsInFlightCalls
+//	L1, L2      case L1_L2_E5_InFlightCallCancelledWhenRunEnds; TestL2_CancelledExecutionAbortsInFlightCalls,
+//	            TestL2_DownstreamRequestAbortedOnCancel (skips, naming the gateway gap, until the
+//	            downstream HTTP request is aborted)
 //	L3, X1      case L3_X1_WallDeadlineNoPartialResult (Dynamic Worker's 60 s default: N/A: Workers-only)
 //	L4, L8      case L4_Y2_BudgetSpentOnEntryRefusalsIncluded, L4_M7_EmitSpendsNoBudget,
 //	            L4_L8_TightBudgetIsConfiguration, L4_E2_HostCallDeadlineTimeout,

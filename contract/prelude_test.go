@@ -227,3 +227,10 @@ func TestX11_SecretUnreachableFromGuest(t *testing.T) {
 		t.Fatalf("%s", out.Value)
 	}
 }
+
+func TestX11_GlobalsLockedNonWritableNonConfigurable(t *testing.T) {
+	out, _ := runPrelude(t, `async () => ["Error", "connecta"].map((k) => { const d = Object.getOwnPropertyDescriptor(globalThis, k); return [d.writable, d.configurable, d.enumerable] })`)
+	if out.Err != nil || string(out.Value) != `[[false,false,false],[false,false,false]]` {
+		t.Fatalf("%s %v", out.Value, out.Err)
+	}
+}
