@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os/exec"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,10 +32,33 @@ type failure struct {
 
 func (f *failure) Error() string { return string(f.code) + ": " + f.message }
 
-// retryableText is the original message heuristic; it applies only to
-// connector_call_failed prose a downstream wrote, never to refusals connecta
-// frames itself (E7).
-var retryableText = regexp.MustCompile(`(?i)timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504`)
+// looksRetryable is the original message heuristic
+// /timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504/i;
+// it applies only to connector_call_failed prose a downstream wrote, never to
+// refusals connecta frames itself (E7). Hand-written so that no regexp is
+// compiled at package init (every sandbox child runs every init).
+func looksRetryable(text string) bool {
+	lower := strings.ToLower(text)
+	for _, needle := range []string{"timeout", "timed out", "econnreset", "econnrefused", "temporar", "429", "502", "503", "504"} {
+		if strings.Contains(lower, needle) {
+			return true
+		}
+	}
+	for i := 0; ; {
+		j := strings.Index(lower[i:], "rate")
+		if j < 0 {
+			return false
+		}
+		rest := lower[i+j+4:]
+		if strings.HasPrefix(rest, "limit") {
+			return true
+		}
+		if _, size := utf8.DecodeRuneInString(rest); size > 0 && strings.HasPrefix(rest[size:], "limit") {
+			return true
+		}
+		i += j + 1
+	}
+}
 
 // JSON-RPC error codes the classification reads.
 const (
@@ -104,7 +126,7 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 		case rpcURLElicitationRequired:
 			return &failure{code: CodeInputRequiredUnsupported, message: text}
 		default:
-			return &failure{code: CodeConnectorCallFailed, message: text, retryable: retryableText.MatchString(text)}
+			return &failure{code: CodeConnectorCallFailed, message: text, retryable: looksRetryable(text)}
 		}
 	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
@@ -114,7 +136,7 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 		return &failure{code: CodeUnavailable, retryable: true, host: c.origin, message: "the downstream connection closed"}
 	}
 	text := c.boundText(err.Error())
-	return &failure{code: CodeConnectorCallFailed, message: text, retryable: retryableText.MatchString(text)}
+	return &failure{code: CodeConnectorCallFailed, message: text, retryable: looksRetryable(text)}
 }
 
 // boundText clamps downstream or SDK prose and strips the configured URL

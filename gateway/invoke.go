@@ -218,7 +218,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	if result.IsError || parsed.isError {
 		c.recordFailure(CodeConnectorCallFailed)
 		text := c.boundText(parsed.errorText())
-		return finish(&Error{Code: CodeConnectorCallFailed, Message: text, Retryable: retryableText.MatchString(text)})
+		return finish(&Error{Code: CodeConnectorCallFailed, Message: text, Retryable: looksRetryable(text)})
 	}
 	c.recordSuccess()
 	res.Value = parsed.unwrap(raw)

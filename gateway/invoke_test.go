@@ -183,7 +183,7 @@ func TestE7_PolicyRefusalNeverRetryable(t *testing.T) {
 		{"svc-503." + strings.Repeat("é", 30000), CodeUnknownTool},
 	}
 	for _, tc := range cases {
-		t.Run(tc.code.String(), func(t *testing.T) {
+		t.Run(string(tc.code), func(t *testing.T) {
 			_, gerr := env.call(t, tc.address, "", false)
 			if gerr == nil || gerr.Code != tc.code || gerr.Retryable {
 				t.Fatalf("got %v", gerr)
@@ -199,8 +199,6 @@ func TestE7_PolicyRefusalNeverRetryable(t *testing.T) {
 		})
 	}
 }
-
-func (c Code) String() string { return string(c) }
 
 func TestE8_InvalidArgsValueFree(t *testing.T) {
 	var counters serverCounters
@@ -746,5 +744,29 @@ func TestCatalog_ListChangedOverHTTP(t *testing.T) {
 			t.Fatal("list_changed (standalone SSE) never invalidated the catalog")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestY1_OneDownstreamAttemptPerCall(t *testing.T) {
+	cases := []struct{ mode, address string }{
+		{"call:status=503", "h.read_items"},
+		{"call:429secs", "h.read_items"},
+		{"call:reset", "h.read_items"},
+		{"", "h.fails_ratelimit"},     // retryable prose is still not retried
+		{"call:hang", "h.read_items"}, // a timeout is not retried
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode+tc.address, func(t *testing.T) {
+			m := newMisbehavingHTTP(t)
+			env := newTestGateway(t, 500*time.Millisecond, ConnectorSpec{ID: "h", URL: m.url()})
+			m.set(tc.mode)
+			res, gerr := env.call(t, tc.address, "", false)
+			if gerr == nil || !gerr.Retryable {
+				t.Fatalf("want a retryable failure, got %v", gerr)
+			}
+			if m.callPOST.Load() != 1 || res.Attempts != 1 {
+				t.Fatalf("%d tools/call POSTs, attempts %d", m.callPOST.Load(), res.Attempts)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -51,7 +52,8 @@ const readItemsSchema = `{"type":"object","properties":{"z":{"type":"string"},"l
 const strictSchema = `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`
 
 type serverCounters struct {
-	calls atomic.Int64 // tool handler invocations (any tool)
+	calls atomic.Int64  // tool handler invocations (any tool)
+	stop  chan struct{} // closed at cleanup: releases hanging handlers
 }
 
 func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
@@ -108,9 +110,19 @@ func newTestServer(counters *serverCounters) *mcp.Server {
 	add("ro_but_approval", ro, obj, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: text(`{}`)}, nil
 	})
+	var stop chan struct{}
+	if counters != nil {
+		stop = counters.stop
+	}
 	add("hang", ro, obj, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		// A downstream that ignores the cancellation notification must not
+		// keep httptest.Server.Close (which waits for handlers) forever.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-stop:
+			return nil, errors.New("test server stopping")
+		}
 	})
 	add("echo", ro, obj, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: text("echo"), StructuredContent: req.Params.Arguments}, nil
@@ -151,6 +163,7 @@ type misbehavingHTTP struct {
 func newMisbehavingHTTP(t *testing.T) *misbehavingHTTP {
 	t.Helper()
 	m := &misbehavingHTTP{}
+	m.counters.stop = make(chan struct{})
 	m.mode.Store("")
 	server := newTestServer(&m.counters)
 	m.server = server
@@ -180,6 +193,7 @@ func newMisbehavingHTTP(t *testing.T) *misbehavingHTTP {
 		inner.ServeHTTP(w, r)
 	}))
 	t.Cleanup(m.srv.Close)
+	t.Cleanup(func() { close(m.counters.stop) }) // runs first (LIFO)
 	return m
 }
 

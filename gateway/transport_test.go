@@ -233,3 +233,16 @@ func FuzzRawSniffer(f *testing.F) {
 		}
 	})
 }
+
+func TestE2_RetryableHeuristicOnDownstreamProse(t *testing.T) {
+	cases := map[string]bool{
+		"upstream rate limit hit": true, "Rate-Limited": true, "ratelimit": true, "RATE_LIMIT": true,
+		"ETIMEDOUT: timed out": true, "HTTP 503": true, "temporarily down": true, "ECONNRESET": true,
+		"boom: widget 7 is broken": false, "accurate limit": true, "separate": false, "": false,
+	}
+	for text, want := range cases {
+		if got := looksRetryable(text); got != want {
+			t.Errorf("looksRetryable(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
