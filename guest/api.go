@@ -6,7 +6,9 @@
 // when one is given), plus a snapshot of a template instance's memory taken
 // right after QuickJS's runtime and context were created. Engine.Run
 // instantiates a fresh module for every program, restores the snapshot into
-// it and closes it afterwards, so nothing survives a run (P4). Linear memory
+// it and closes it afterwards, so nothing survives a run (P4); the first Run
+// takes the template instance itself, in which no program has run (a
+// one-program sandbox child so skips an instantiation). Linear memory
 // is mmap-backed: it grows in place and goes back to the OS on close.
 //
 // The guest reaches the outside world only through the Host it is given:

@@ -80,7 +80,12 @@ mkdir -p sysroot/include sysroot/lib build
 ln -s /usr/include/wasm32-wasi sysroot/include/wasm32-wasi
 ln -s /usr/lib/wasm32-wasi sysroot/lib/wasm32-wasi
 
-CFLAGS=(--target=wasm32-wasi --sysroot=sysroot -O2 -fwrapv
+# -Os, not -O2: every sandbox child decodes and validates the module's code
+# section before it can load the cached native code, and that is most of a
+# child's start-up CPU. -Os makes the code section 26% smaller (525 KB vs
+# 710 KB) at the same interpreter speed (fib(27) within noise); -Oz is 39%
+# smaller but 65% slower.
+CFLAGS=(--target=wasm32-wasi --sysroot=sysroot -Os -fwrapv
 	-D_GNU_SOURCE "-DCONFIG_VERSION=\"2025-04-26\""
 	"-ffile-prefix-map=$WORK/=" -fno-ident)
 pids=()
@@ -94,7 +99,7 @@ for pid in "${pids[@]}"; do wait "$pid"; done # each wait reports that compile's
 
 # 2 MiB shadow stack at the bottom of memory (--stack-first): an overflow
 # below the JS stack limit traps instead of corrupting the heap.
-clang-16 --target=wasm32-wasi --sysroot=sysroot -O2 -mexec-model=reactor \
+clang-16 --target=wasm32-wasi --sysroot=sysroot -Os -mexec-model=reactor \
 	-Wl,--export=malloc -Wl,--export=free \
 	-Wl,-z,stack-size=2097152 -Wl,--stack-first \
 	-Wl,--strip-debug \

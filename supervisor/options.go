@@ -38,6 +38,9 @@ const (
 	// wasmMemoryHeadroom sits above the JS heap in the wasm page cap (shadow
 	// stack, static data, allocator), as the engine's default does.
 	wasmMemoryHeadroom = 32 << 20
+	// maxReplacementDelay bounds how long a taken spare's replacement waits
+	// for that run to end while another spare is idle (Pool.awaitReplacementTurn).
+	maxReplacementDelay = 500 * time.Millisecond
 	// Spare restart backoff: min(maxBackoff, baseBackoff·2^(n−1)).
 	baseBackoff = 100 * time.Millisecond
 	maxBackoff  = 5 * time.Second
