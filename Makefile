@@ -3,9 +3,11 @@ GO ?= go
 
 .PHONY: build test test-long fuzz wasm wasm-verify bench
 
+# Static binaries: every sandbox child re-executes this one, and a
+# dynamically linked binary pays the loader on each spawn.
 build:
-	$(GO) build -o bin/connecta ./cmd/connecta
-	$(GO) build -o bin/sandbox-child ./cmd/sandbox-child
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/connecta ./cmd/connecta
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sandbox-child ./cmd/sandbox-child
 
 test:
 	$(GO) vet ./...
@@ -80,7 +82,7 @@ LOAD_DURATION ?= 10s
 LOAD_CLIENTS ?= 1 4 8
 LOAD_PROGRAMS ?= 1plus1 fivecall
 load:
-	$(GO) build -o bin/connecta ./cmd/connecta
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/connecta ./cmd/connecta
 	$(GO) build -o bin/connecta-load ./cmd/connecta-load
 	@tmp=$$(mktemp -d); pid=; \
 	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; fi; rm -rf "$$tmp"' EXIT; \
