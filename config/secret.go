@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // redacted is what every rendering of a Secret shows.
@@ -274,13 +276,4 @@ func hasControl(s string) bool {
 }
 
 // clip shortens a user-supplied value for a message.
-func clip(s string) string {
-	if len(s) <= maxShownValueLen {
-		return s
-	}
-	cut := maxShownValueLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string) string { return jstext.ClampBytes(s, maxShownValueLen) }

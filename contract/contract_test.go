@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -352,7 +353,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, c *check) {
 			var env struct{ Logs string }
 			_ = json.Unmarshal([]byte(c.text), &env)
-			if utf16Len(env.Logs) > 4200 || !strings.Contains(env.Logs, "TRUNCATED (10009 chars total)") {
+			if jstext.Len(env.Logs) > 4200 || !strings.Contains(env.Logs, "TRUNCATED (10009 chars total)") {
 				t.Fatalf("%d %q", len(env.Logs), env.Logs)
 			}
 		}},

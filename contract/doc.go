@@ -67,8 +67,8 @@
 //	            L4_Y2_BudgetSpentOnEntryRefusalsIncluded
 //	Y4          case E2_Y2_Y4_RateLimitedRetryableWithRetryAfter (call_tool's half: server/)
 //	L1, L2      case L1_L2_E5_InFlightCallCancelledWhenRunEnds; TestL2_CancelledExecutionAbortsInFlightCalls,
-//	            TestL2_DownstreamRequestAbortedOnCancel (skips, naming the gateway gap, until the
-//	            downstream HTTP request is aborted)
+//	            TestL2_DownstreamRequestAbortedOnCancel (the downstream sees its HTTP request end);
+//	            gateway: TestL2_CancelAbortsDownstreamRequest, TestL2_CloseWithHungCallReturnsPromptly
 //	L3, X1      case L3_X1_WallDeadlineNoPartialResult (Dynamic Worker's 60 s default: N/A: Workers-only)
 //	L4, L8      case L4_Y2_BudgetSpentOnEntryRefusalsIncluded, L4_M7_EmitSpendsNoBudget,
 //	            L4_L8_TightBudgetIsConfiguration, L4_E2_HostCallDeadlineTimeout,

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -102,7 +103,7 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 	var extra []string
 	for _, k := range keys {
 		if !contains(want, k) {
-			extra = append(extra, jsonQuote(clipString(k, 64)))
+			extra = append(extra, jsonQuote(jstext.ClampBytes(k, 64)))
 		}
 	}
 	if len(extra) > 0 {
@@ -162,25 +163,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func jsonQuote(s string) string { return string(jsString(s)) }
-
-// clipString cuts s to at most n bytes on a rune boundary, marking the cut.
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !isRuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+func jsonQuote(s string) string { return string(jstext.AppendQuote(nil, s)) }
 
 func clipRaw(b []byte, n int) []byte {
 	if len(b) <= n {
 		return b
 	}
-	return []byte(clipString(string(b), n))
+	return []byte(jstext.ClampBytes(string(b), n))
 }

@@ -93,10 +93,18 @@ func newFixture(t testing.TB) *fixture {
 		return text(strings.Repeat("x", int(n))), nil
 	})
 	add("hang", ro, obj, func(ctx context.Context, _ map[string]any) (*mcp.CallToolResult, error) {
+		// A stateless go-sdk server never cancels a handler's own context
+		// when the client goes away; what a client's abort reaches is the
+		// HTTP request that carried the call (its context flows here as a
+		// value: the stateless session is connected per request).
+		reqDone, _ := ctx.Value(httpRequestKey{}).(<-chan struct{})
 		select {
 		case <-ctx.Done():
 			f.cancelled.Add(1)
 			return nil, ctx.Err()
+		case <-reqDone:
+			f.cancelled.Add(1)
+			return nil, context.Canceled
 		case <-f.stop:
 			return text(`"released"`), nil
 		}
@@ -165,10 +173,14 @@ func newFixture(t testing.TB) *fixture {
 				return
 			}
 		}
-		mcpHandler.ServeHTTP(w, r)
+		mcpHandler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), httpRequestKey{}, r.Context().Done())))
 	}))
 	return f
 }
+
+// httpRequestKey carries the Done channel of the HTTP request a tools/call
+// arrived on, so a fixture tool can see the client abort it.
+type httpRequestKey struct{}
 
 func readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil {

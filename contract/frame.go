@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // newSecret returns a fresh 128-bit run secret as 32 hex digits (X11).
@@ -24,7 +25,7 @@ func newSecret() (string, error) {
 // clipMessage bounds a failure message so that its JSON serialization,
 // quotes and the … marker included, is at most max UTF-16 units (E1).
 func clipMessage(msg string, max int) string {
-	if utf16Len(string(jsString(msg))) <= max {
+	if jstext.Len(jsonQuote(msg)) <= max {
 		return msg
 	}
 	room := max - 2 - 1 // quotes and the marker
@@ -69,13 +70,13 @@ func boundError(e *gateway.Error) (bounded *gateway.Error, object []byte, ok boo
 		RetryAfterMs: e.RetryAfterMs,
 	}
 	obj, err := marshalError(b)
-	if err != nil || utf16Len(string(obj)) > MaxFrameDetailsChars {
+	if err != nil || jstext.Len(string(obj)) > MaxFrameDetailsChars {
 		return nil, nil, false
 	}
 	for _, f := range e.Details {
 		b.Details = append(b.Details, f)
 		next, err := marshalError(b)
-		if err != nil || utf16Len(string(next)) > MaxFrameDetailsChars {
+		if err != nil || jstext.Len(string(next)) > MaxFrameDetailsChars {
 			b.Details = b.Details[:len(b.Details)-1]
 			continue
 		}
@@ -135,7 +136,7 @@ func (l *failureLog) match(text string) (json.RawMessage, bool) {
 	}
 	for k := range kept {
 		f := at(k)
-		if utf16Len(f.message) >= MinContainmentChars && strings.Contains(text, f.message) {
+		if jstext.Len(f.message) >= MinContainmentChars && strings.Contains(text, f.message) {
 			return f.object, true
 		}
 		if strings.Contains(text, f.frame) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // host is one execution's provider: the supervisor calls it for every
@@ -115,7 +116,7 @@ func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time
 	}
 	if len(value) > MaxHostPayloadBytes {
 		h.diag.record(opCall, true, time.Since(start), catalog, conn, 0)
-		return nil, overBound("connecta.call(" + jsonQuote(clipString(address, MaxLabelAddressBytes)) + ")")
+		return nil, overBound("connecta.call(" + jsonQuote(jstext.ClampBytes(address, MaxLabelAddressBytes)) + ")")
 	}
 	h.diag.record(opCall, false, time.Since(start), catalog, conn, len(value))
 	return value, nil

@@ -92,7 +92,7 @@ func Prelude(secret string) string {
 	var b strings.Builder
 	b.Grow(len(preludeSource) + 80)
 	b.WriteString(preludeSource)
-	b.Write(jsString(framePrefix(secret)))
+	b.WriteString(jsonQuote(framePrefix(secret)))
 	b.WriteString(");\n")
 	return b.String()
 }

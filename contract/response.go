@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -13,13 +14,13 @@ import (
 // joined log text: at most MaxPresentedLogChars UTF-16 units, then a marker
 // naming the true total. totalChars is the full joined length.
 func presentLogs(prefix string, totalChars int) string {
-	if totalChars <= MaxPresentedLogChars && utf16Len(prefix) <= MaxPresentedLogChars {
+	if totalChars <= MaxPresentedLogChars && jstext.Len(prefix) <= MaxPresentedLogChars {
 		return prefix
 	}
-	if totalChars < utf16Len(prefix) {
-		totalChars = utf16Len(prefix)
+	if totalChars < jstext.Len(prefix) {
+		totalChars = jstext.Len(prefix)
 	}
-	return utf16Prefix(prefix, MaxPresentedLogChars) + fmt.Sprintf(logsTruncatedFormat, totalChars)
+	return jstext.Prefix(prefix, MaxPresentedLogChars) + fmt.Sprintf(logsTruncatedFormat, totalChars)
 }
 
 // reply is everything a response is built from. Exactly one of the three

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/supervisor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -331,5 +332,5 @@ func normalizeTitle(t string) string {
 	if len(t) <= MaxTitleBytes {
 		return t
 	}
-	return clipString(t, MaxTitleBytes-len("…"))
+	return jstext.ClampBytes(t, MaxTitleBytes-len(jstext.Marker))
 }

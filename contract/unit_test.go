@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,7 +31,7 @@ func TestE1_MessageClippedTo2000SerializedChars(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := clipMessage(c.msg, MaxFrameMessageChars)
-			n := utf16Len(string(jsString(got)))
+			n := jstext.Len(jsonQuote(got))
 			if n > MaxFrameMessageChars {
 				t.Fatalf("serialized %d > %d", n, MaxFrameMessageChars)
 			}
@@ -64,7 +65,7 @@ func TestE1_DetailsDropOptionalMetadataWhole(t *testing.T) {
 	if !ok {
 		t.Fatal("refused")
 	}
-	if n := utf16Len(string(obj)); n > MaxFrameDetailsChars {
+	if n := jstext.Len(string(obj)); n > MaxFrameDetailsChars {
 		t.Fatalf("details %d chars", n)
 	}
 	var m map[string]any
@@ -255,8 +256,8 @@ func TestL8_X5_DescriptionStatesBudgetsAndMissingAuthority(t *testing.T) {
 			t.Errorf("description lacks %q", want)
 		}
 	}
-	if strings.Contains(d, "batch") || utf16Len(d) >= 1800 {
-		t.Errorf("description too long (%d) or names a retired feature", utf16Len(d))
+	if strings.Contains(d, "batch") || jstext.Len(d) >= 1800 {
+		t.Errorf("description too long (%d) or names a retired feature", jstext.Len(d))
 	}
 	if d2 := Description(7, 1500*time.Millisecond, nil); !strings.Contains(d2, "7 host calls") || !strings.Contains(d2, "1500 ms deadline") {
 		t.Error("description does not follow configuration")

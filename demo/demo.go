@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -302,13 +303,10 @@ func errorResult(text string) *mcp.CallToolResult {
 
 // structuredResult returns v as structuredContent plus the same JSON as text.
 func structuredResult(v any) (*mcp.CallToolResult, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	raw, err := jstext.Marshal(v)
+	if err != nil {
 		return nil, fmt.Errorf("demo: encode result: %w", err)
 	}
-	raw := bytes.TrimRight(buf.Bytes(), "\n")
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
 		StructuredContent: json.RawMessage(raw),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"io/fs"
 	"net/http"
@@ -146,7 +147,7 @@ func (c *connector) boundText(s string) string {
 		s = strings.ReplaceAll(s, c.spec.URL, c.origin)
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	return ClampUTF8(s, MaxDownstreamTextBytes)
+	return jstext.ClampBytes(s, MaxDownstreamTextBytes)
 }
 
 // authRecovery is E3's recovery class: operator_config when there is a
@@ -324,36 +325,14 @@ func pathOrRoot(p string) string {
 	if p == "" || p == "/" {
 		return "/"
 	}
-	return ClampUTF8(p, 64)
+	return jstext.ClampBytes(p, 64)
 }
 
 // clampUTF16 bounds s to max UTF-16 code units, the last one being "…" when
 // it clipped; it never splits a surrogate pair.
 func clampUTF16(s string, max int) (string, bool) {
-	units := 0
-	for _, r := range s {
-		units += utf16Len(r)
-	}
-	if units <= max {
+	if jstext.Len(s) <= max {
 		return s, false
 	}
-	var b strings.Builder
-	used := 0
-	for _, r := range s {
-		n := utf16Len(r)
-		if used+n > max-1 {
-			break
-		}
-		b.WriteRune(r)
-		used += n
-	}
-	b.WriteString("…")
-	return b.String(), true
-}
-
-func utf16Len(r rune) int {
-	if r >= 0x10000 && r <= utf8.MaxRune {
-		return 2
-	}
-	return 1
+	return jstext.Prefix(s, max-1) + jstext.Marker, true
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Code is a stable error code (E2). Callers branch on it, never on prose.
@@ -125,19 +126,5 @@ func marshalNoEscape(v any) ([]byte, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		return raw, nil
 	}
-	var b jsonBuffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	out := []byte(b)
-	if n := len(out); n > 0 && out[n-1] == '\n' {
-		out = out[:n-1]
-	}
-	return out, nil
+	return jstext.Marshal(v)
 }
-
-type jsonBuffer []byte
-
-func (b *jsonBuffer) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }

@@ -165,10 +165,14 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 // Close ends every session and waits for the goroutines the gateway started.
 func (g *Gateway) Close() error {
 	g.closeO.Do(func() {
-		g.stop()
+		g.stop() // ends every in-flight call first (Invoke ties calls to g.life)
+		// Sessions close concurrently: each may spend up to
+		// sessionDeleteTimeout on a downstream that is slow to let go.
+		var closing sync.WaitGroup
 		for _, id := range g.order {
-			g.connectors[id].close()
+			closing.Go(g.connectors[id].close)
 		}
+		closing.Wait()
 		g.wg.Wait()
 	})
 	return nil

@@ -68,6 +68,16 @@ type CallRequest struct {
 	Timeout    time.Duration
 	RequestID  string
 	Actor      string
+
+	// MaxInlineBytes is the front door's inline result cap (call_tool's
+	// results.maxInlineBytes); 0 means no cap. A success whose inline size
+	// exceeds it is truncated by the front door, so its activity event
+	// carries friction result_too_large (V2); the outcome stays success.
+	MaxInlineBytes int
+	// InlineBytes measures a success the way the front door will inline it
+	// (after its own projection and serialization); nil measures the S5
+	// value's serialized bytes.
+	InlineBytes func(*CallResult) int
 }
 
 // CallResult is a call's outcome. On success Value is the S5-unwrapped value
@@ -88,6 +98,26 @@ type CallResult struct {
 
 // errCallDeadline is the cause recorded when the per-call deadline fires.
 var errCallDeadline = errors.New("per-call deadline expired")
+
+// callerContext forwards cancellation and deadline to the caller's context
+// but carries none of its values (Value answers as context.Background
+// does), so nothing the caller's context carries reaches a downstream
+// session. In particular the go-sdk server
+// stores the inbound request's protocol version in its handler context and
+// the go-sdk client reads that same key when it sends, so a front-door
+// handler's context would otherwise make downstream sessions (which live on
+// after the call: the SDK keeps the connect context's values) speak the
+// front-door client's protocol version (TestCallerContextValuesNeverReachDownstream).
+type callerContext struct{ caller context.Context }
+
+func (c callerContext) Deadline() (time.Time, bool) { return c.caller.Deadline() }
+func (c callerContext) Done() <-chan struct{}       { return c.caller.Done() }
+func (c callerContext) Err() error                  { return c.caller.Err() }
+func (c callerContext) Value(any) any               { return nil }
+
+// AfterFunc lets context.WithTimeout register on the caller's context
+// instead of starting a goroutine per call to watch it.
+func (c callerContext) AfterFunc(f func()) func() bool { return context.AfterFunc(c.caller, f) }
 
 // Invoke runs one call end to end: resolve the address, load the catalog,
 // the read-only gate (unless AllowWrite), argument validation, admission and
@@ -128,11 +158,18 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	if timeout <= 0 {
 		timeout = g.timeout
 	}
-	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
+	// The call runs under the caller's cancellation and deadline but none of
+	// its values (callerContext), and also ends when the scope closes or the
+	// gateway closes: Close must not wait on a hung downstream. Ending
+	// callCtx aborts the downstream request itself: the SDK sends the
+	// tools/call POST (and reads its JSON body or SSE stream) under the
+	// call's context, so the HTTP request is torn down and the downstream
+	// handler's request context ends (TestL2_CancelAbortsDownstreamRequest).
+	callCtx, cancel := context.WithTimeoutCause(callerContext{caller: ctx}, timeout, errCallDeadline)
 	defer cancel()
+	defer context.AfterFunc(g.life, cancel)()
 	if scope != nil {
-		stop := context.AfterFunc(scope.ctx, cancel)
-		defer stop()
+		defer context.AfterFunc(scope.ctx, cancel)()
 	}
 	ctxFailure := func() *Error {
 		if !errors.Is(callCtx.Err(), context.DeadlineExceeded) {
@@ -273,8 +310,21 @@ func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResu
 		}
 		ev.ErrorCode = string(e.Code)
 		ev.Friction = activity.Friction(string(e.Code))
+	} else if req.MaxInlineBytes > 0 && inlineBytes(req, res) > req.MaxInlineBytes {
+		ev.Friction = activity.Friction(resultTooLarge)
 	}
 	g.opts.Activity.Record(ev)
+}
+
+// resultTooLarge is the V2 friction class of a truncated call_tool success;
+// it is not an error code the gateway raises.
+const resultTooLarge = "result_too_large"
+
+func inlineBytes(req CallRequest, res *CallResult) int {
+	if req.InlineBytes != nil {
+		return req.InlineBytes(res)
+	}
+	return len(res.Value)
 }
 
 // splitAddress splits at the FIRST dot; ok is false unless both sides are

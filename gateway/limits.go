@@ -46,6 +46,9 @@ const (
 	// stdioTerminateGrace is how long Close waits after closing a stdio
 	// server's stdin before SIGTERM.
 	stdioTerminateGrace = 2 * time.Second
+	// sessionDeleteTimeout bounds the best-effort session-termination DELETE
+	// (the SDK's own bound is 5 s).
+	sessionDeleteTimeout = time.Second
 )
 
 // mcpProtocolVersion pins the session protocol: 2025-11-25 keeps sessions

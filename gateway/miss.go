@@ -1,8 +1,8 @@
 package gateway
 
 import (
+	"github.com/connecta-dev/connecta/jstext"
 	"strings"
-	"unicode/utf8"
 )
 
 // Address-miss refusals (E7), shared by discovery (describe) and invocation
@@ -14,9 +14,6 @@ import (
 // address).
 const MaxEchoBytes = 512
 
-// echoMarker ends clipped caller-authored text.
-const echoMarker = "…"
-
 // Recovery purposes, fixed text.
 const (
 	unknownAddressPurpose = "Find the configured canonical address before retrying."
@@ -25,22 +22,7 @@ const (
 
 // ClampEcho clamps caller-authored text to MaxEchoBytes UTF-8 bytes and
 // appends "…" when it clipped; short text is returned exact and untagged.
-func ClampEcho(s string) string { return ClampUTF8(s, MaxEchoBytes) }
-
-// ClampUTF8 keeps at most maxBytes bytes of s without splitting a code
-// point, appending "…" when it clipped (so a clipped value is at most
-// maxBytes+3 bytes, as the original boundedEchoText).
-func ClampUTF8(s string, maxBytes int) string {
-	if len(s) <= maxBytes {
-		return s
-	}
-	end := max(maxBytes, 0)
-	// Walk back off continuation bytes so the clamp never manufactures U+FFFD.
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + echoMarker
-}
+func ClampEcho(s string) string { return jstext.ClampBytes(s, MaxEchoBytes) }
 
 // RecoveryQuery derives discovery search terms from an address or tool name
 // the catalog could not resolve: the part after the first ".", runs of

@@ -106,6 +106,9 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			req.Header.Set(k, v)
 		}
 	}
+	if req.Method == http.MethodDelete {
+		return t.deleteSession(req)
+	}
 	ex := exchangeFrom(req.Context())
 	if req.Method != http.MethodPost {
 		ex = nil
@@ -135,6 +138,32 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	return resp, nil
+}
+
+// deleteSession sends the session-termination DELETE under a tighter bound
+// than the SDK's: termination is best-effort, and a downstream that holds
+// the DELETE until its hung handlers finish would otherwise keep
+// Gateway.Close waiting the SDK's 5 s per session.
+func (t *captureTransport) deleteSession(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), sessionDeleteTimeout)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // cappedBody fails reads past the cap instead of buffering them.

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"sync"
 	"unicode/utf8"
@@ -185,7 +186,7 @@ func Decode(body []byte) (*Message, error) {
 	switch m.Type {
 	case TypeReady, TypeCall, TypeLog, TypeDone, TypeRun, TypeReply:
 	default:
-		return nil, fmt.Errorf("%w %q", ErrUnknownType, clip(m.Type, 32))
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, jstext.ClampBytes(m.Type, 32))
 	}
 	if m.Type == TypeRun && m.Run == nil {
 		return nil, errors.New("ipc: run frame without a program")
@@ -266,15 +267,4 @@ func (w *Writer) WriteFrame(frame []byte) error {
 	defer w.mu.Unlock()
 	_, err := w.w.Write(frame)
 	return err
-}
-
-// clip cuts s to at most n bytes on a rune boundary (for error texts).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

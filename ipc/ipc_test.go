@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"strings"
 	"testing"
@@ -167,7 +168,7 @@ func TestLogPrefix_RetainsOnePastPresentationCap(t *testing.T) {
 	l.Add("a")
 	l.Add(strings.Repeat("b", 5000))
 	l.Add("c")
-	if got := UTF16Len(l.String()); got != MaxRetainedLogChars {
+	if got := jstext.Len(l.String()); got != MaxRetainedLogChars {
 		t.Fatalf("retained %d", got)
 	}
 	if l.Chars() != 1+1+5000+1+1 || l.Entries() != 3 {
@@ -176,10 +177,10 @@ func TestLogPrefix_RetainsOnePastPresentationCap(t *testing.T) {
 	// Surrogate pairs are never split.
 	var s LogPrefix
 	s.Add(strings.Repeat("😀", 3000))
-	if UTF16Len(s.String()) != 4000 || !strings.HasSuffix(s.String(), "😀") {
-		t.Fatalf("split pair: %d", UTF16Len(s.String()))
+	if jstext.Len(s.String()) != 4000 || !strings.HasSuffix(s.String(), "😀") {
+		t.Fatalf("split pair: %d", jstext.Len(s.String()))
 	}
-	if ClipUTF16("a😀", 2) != "a" || ClipUTF16("a😀", 3) != "a😀" {
+	if jstext.Prefix("a😀", 2) != "a" || jstext.Prefix("a😀", 3) != "a😀" {
 		t.Fatal("ClipUTF16")
 	}
 }

@@ -1,9 +1,9 @@
 package ipc
 
 import (
+	"github.com/connecta-dev/connecta/jstext"
 	"strings"
 	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // LogPrefix retains the first MaxRetainedLogChars UTF-16 code units of log
@@ -24,7 +24,7 @@ func (l *LogPrefix) Add(text string) {
 		sep = 1
 	}
 	l.entries++
-	l.total += sep + UTF16Len(text)
+	l.total += sep + jstext.Len(text)
 	room := MaxRetainedLogChars - l.units
 	if room <= 0 {
 		return
@@ -56,40 +56,3 @@ func (l *LogPrefix) Chars() int { return l.total }
 
 // Entries is how many entries were added.
 func (l *LogPrefix) Entries() int { return l.entries }
-
-// UTF16Len is the length of s in UTF-16 code units (JavaScript's length).
-func UTF16Len(s string) int {
-	n := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			n++
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
-	}
-	return n
-}
-
-// ClipUTF16 cuts s to at most n UTF-16 code units without splitting a pair.
-func ClipUTF16(s string, n int) string {
-	units := 0
-	for i, r := range s {
-		u := 1
-		if r >= 0x10000 {
-			u = 2
-		}
-		if units+u > n {
-			return s[:i]
-		}
-		units += u
-	}
-	return s
-}

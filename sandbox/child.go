@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"os"
 	"sync"
@@ -201,7 +202,7 @@ func doneOf(out *guest.Outcome) *ipc.Done {
 }
 
 // clipChars cuts s to n UTF-16 code units.
-func clipChars(s string, n int) string { return ipc.ClipUTF16(s, n) }
+func clipChars(s string, n int) string { return jstext.Prefix(s, n) }
 
 // ipcHost adapts guest host calls and console entries to frames.
 type ipcHost struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 	"math"
 	"time"
 	"unicode/utf8"
@@ -73,23 +74,11 @@ func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Du
 		if err != nil {
 			return c, err
 		}
-		if utf16Len(reason) > MaxReasonChars {
+		if jstext.Len(reason) > MaxReasonChars {
 			return c, argErrorf("Invalid arguments: %q must be at most %d characters", "reason", MaxReasonChars)
 		}
 	}
 	return c, nil
-}
-
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
-	}
-	return n
 }
 
 // handleCall is call_tool / call_destructive_tool (§6): one gateway scope,
@@ -109,15 +98,24 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 	scope := s.opts.Gateway.NewScope()
 	defer scope.Close()
 	start := time.Now()
+	// The gateway measures a success the way callSuccess will inline it, so
+	// the call's activity event carries result_too_large exactly when the
+	// result is truncated (V2); the shaped result is reused below.
+	var shaped *inlineResult
 	res, gerr := s.opts.Gateway.Invoke(ctx, scope, gateway.CallRequest{
-		Address:    c.address,
-		Args:       c.args,
-		Front:      gateway.FrontDoorTopLevel,
-		Source:     source,
-		AllowWrite: destructive,
-		Timeout:    c.timeout,
-		RequestID:  info.id,
-		Actor:      info.actor,
+		Address:        c.address,
+		Args:           c.args,
+		Front:          gateway.FrontDoorTopLevel,
+		Source:         source,
+		AllowWrite:     destructive,
+		Timeout:        c.timeout,
+		RequestID:      info.id,
+		Actor:          info.actor,
+		MaxInlineBytes: s.opts.MaxInlineBytes,
+		InlineBytes: func(r *gateway.CallResult) int {
+			shaped = c.shape(r)
+			return shaped.size()
+		},
 	})
 	callDone := time.Now()
 	if gerr != nil {
@@ -129,7 +127,10 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 		}
 		return s.callFailure(gerr, c, callDone.Sub(start), attempts, t), nil
 	}
-	out, err := s.callSuccess(ctx, res, c, start, callDone)
+	if shaped == nil { // the gateway records no activity: nothing measured yet
+		shaped = c.shape(res)
+	}
+	out, err := s.callSuccess(ctx, res, c, shaped, start, callDone)
 	if err != nil {
 		e := gateway.Errorf(gateway.CodeResultProcessingFailed, false, "Result processing failed: %v", err)
 		return s.callFailure(e, c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil
@@ -184,8 +185,20 @@ func (s *Server) callFailure(e *gateway.Error, c callArgs, d time.Duration, atte
 	return rawJSONResult(b, hasNext || typed)
 }
 
-func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c callArgs, start, callDone time.Time) (*mcp.CallToolResult, error) {
-	limit := s.opts.MaxInlineBytes
+// inlineResult is a success shaped for call_tool before the inline cap:
+// value mode's (projected) data, or MCP mode's (projected) content and its
+// compact serialization (nil when it cannot be serialized: it then passes
+// through whole).
+type inlineResult struct {
+	valueMode  bool
+	data       json.RawMessage
+	content    []mcp.Content
+	serialized []byte
+	err        error // projection failed: result_processing_failed
+}
+
+// shape applies result mode and fields to a success (§6).
+func (c callArgs) shape(res *gateway.CallResult) *inlineResult {
 	if c.valueMode {
 		data := res.Value
 		if len(data) == 0 {
@@ -194,10 +207,52 @@ func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c cal
 		if len(c.fields) > 0 {
 			p, err := project(data, c.fields)
 			if err != nil {
-				return nil, err
+				return &inlineResult{valueMode: true, err: err}
 			}
 			data = p
 		}
+		return &inlineResult{valueMode: true, data: data}
+	}
+	// MCP mode: content passes through, structuredContent is dropped.
+	var content []mcp.Content
+	if res.Result != nil {
+		content = res.Result.Content
+	} else {
+		v := res.Value
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		content = []mcp.Content{&mcp.TextContent{Text: string(v)}}
+	}
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	if len(c.fields) > 0 {
+		content = projectContent(content, c.fields)
+	}
+	serialized, err := marshalCompact(content)
+	if err != nil {
+		serialized = nil
+	}
+	return &inlineResult{content: content, serialized: serialized}
+}
+
+// size is what the inline cap is compared with (0 when nothing is inlined
+// by size: a failed projection, or content that cannot be serialized).
+func (r *inlineResult) size() int {
+	if r.valueMode {
+		return len(r.data)
+	}
+	return len(r.serialized)
+}
+
+func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c callArgs, in *inlineResult, start, callDone time.Time) (*mcp.CallToolResult, error) {
+	limit := s.opts.MaxInlineBytes
+	if in.err != nil {
+		return nil, in.err
+	}
+	if in.valueMode {
+		data := in.data
 		if len(data) > limit {
 			notice, err := s.stashNotice(ctx, data)
 			if err != nil {
@@ -221,25 +276,8 @@ func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c cal
 		return rawJSONResult(b, false), nil
 	}
 
-	// MCP mode: content passes through, structuredContent is dropped.
-	var content []mcp.Content
-	if res.Result != nil {
-		content = res.Result.Content
-	} else {
-		v := res.Value
-		if len(v) == 0 {
-			v = json.RawMessage("null")
-		}
-		content = []mcp.Content{&mcp.TextContent{Text: string(v)}}
-	}
-	if content == nil {
-		content = []mcp.Content{}
-	}
-	if len(c.fields) > 0 {
-		content = projectContent(content, c.fields)
-	}
-	serialized, err := marshalCompact(content)
-	if err != nil {
+	content, serialized := in.content, in.serialized
+	if serialized == nil {
 		// Content that cannot be serialized passes through (§6).
 		return &mcp.CallToolResult{Content: content}, nil
 	}

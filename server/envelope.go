@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -16,13 +17,7 @@ func marshalCompact(v any) ([]byte, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		return raw, nil
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return jstext.Marshal(v)
 }
 
 // jsonResult is §2's jsonResult: text is the compact JSON and, when the value
@@ -66,18 +61,6 @@ func resultSize(res *mcp.CallToolResult) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
-}
-
-// clampBytes clamps caller text to max UTF-8 bytes plus "…", codepoint-safe.
-func clampBytes(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // headBytes returns at most n bytes of b, cut back to a character start.

@@ -339,19 +339,48 @@ func decode(t testing.TB, s string) map[string]any {
 	return m
 }
 
+// get fetches path from the server; the body is read and closed.
+func (h *harness) get(t testing.TB, path string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Get(h.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp, body
+}
+
 // rawPost sends a JSON-RPC body to /mcp with the MCP headers.
 func (h *harness) rawPost(t testing.TB, body io.Reader, size int64, token string) *http.Response {
+	t.Helper()
+	req := h.mcpRequest(t, body)
+	req.ContentLength = size
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return send(t, req)
+}
+
+// mcpRequest is a POST of body to /mcp with the MCP headers, for a test to
+// adjust (Host, Origin) before send.
+func (h *harness) mcpRequest(t testing.TB, body io.Reader) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.url+"/mcp", body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	return req
+}
+
+// send does req; the response body is closed when the test ends.
+func send(t testing.TB, req *http.Request) *http.Response {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 func TestAdmission_FIFOAndQueueTimeoutAndFreeCancel(t *testing.T) {
@@ -105,14 +107,14 @@ func TestProject_FlatAndEnvelope(t *testing.T) {
 
 func TestClampBytes_CodepointSafe(t *testing.T) {
 	s := strings.Repeat("é", 300) // 600 bytes
-	got := clampBytes(s, MaxEchoBytes)
+	got := jstext.ClampBytes(s, MaxEchoBytes)
 	if !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) > MaxEchoBytes+len("…") {
 		t.Fatalf("clamp %d bytes valid=%v", len(got), utf8.ValidString(got))
 	}
 }
 
 func TestInstructions_Bounded(t *testing.T) {
-	if n := utf16Len(instructions); n > MaxInstructionsChars {
+	if n := jstext.Len(instructions); n > MaxInstructionsChars {
 		t.Fatalf("instructions are %d characters", n)
 	}
 	if len(usageSkill) >= MaxUsageSkillBytes {

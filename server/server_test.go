@@ -104,11 +104,7 @@ func TestAuth_MissingWrongRightToken(t *testing.T) {
 		t.Fatalf("activity = %+v, want actor ci", ev)
 	}
 	// /activity needs the token too.
-	resp, err := http.Get(h.url + "/activity")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := h.get(t, "/activity")
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("/activity without token: %d", resp.StatusCode)
 	}
@@ -217,12 +213,7 @@ func TestDisconnect_CancelsTheRequestsWork(t *testing.T) {
 
 func TestHealth_OpenAndPayloadFree(t *testing.T) {
 	h := newHarness(t, harnessOptions{tokens: []server.Token{{Name: "laptop", Value: "health-secret-token-123456"}}})
-	resp, err := http.Get(h.url + "/health")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	resp, body := h.get(t, "/health")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -239,12 +230,7 @@ func TestHealth_OpenAndPayloadFree(t *testing.T) {
 		t.Fatal("security headers missing")
 	}
 	// /metrics is served from the server's own registry.
-	mresp, err := http.Get(h.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb, _ := io.ReadAll(mresp.Body)
-	mresp.Body.Close()
+	_, mb := h.get(t, "/metrics")
 	if !strings.Contains(string(mb), "connecta_requests_admitted_total") {
 		t.Fatalf("metrics missing admission counters")
 	}
@@ -252,28 +238,16 @@ func TestHealth_OpenAndPayloadFree(t *testing.T) {
 
 func TestOrigin_CrossOriginBrowserRequestRefused(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(toolsListBody))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := h.mcpRequest(t, strings.NewReader(toolsListBody))
 	req.Header.Set("Origin", "https://evil.example")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := send(t, req)
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("status %d, want 403", resp.StatusCode)
 	}
 	// DNS rebinding: a loopback listener asked with a foreign Host.
-	req, _ = http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(toolsListBody))
+	req = h.mcpRequest(t, strings.NewReader(toolsListBody))
 	req.Host = "evil.example"
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp = send(t, req)
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("rebinding: status %d, want 403", resp.StatusCode)
 	}
@@ -288,11 +262,7 @@ func TestShutdown_StopsAdmittingWithServerShuttingDown(t *testing.T) {
 		!strings.Contains(string(body), `"server_shutting_down"`) {
 		t.Fatalf("status %d body %s", resp.StatusCode, body)
 	}
-	hr, err := http.Get(h.url + "/health")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hr.Body.Close()
+	hr, _ := h.get(t, "/health")
 	if hr.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/health while draining: %d", hr.StatusCode)
 	}
@@ -369,16 +339,10 @@ func TestToolsList_CacheHintPrivateOneHour(t *testing.T) {
 
 func TestRebinding_PublicURLHostAdmitted(t *testing.T) {
 	h := newHarness(t, harnessOptions{publicURL: "https://connecta.example.com"})
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(toolsListBody))
+	req := h.mcpRequest(t, strings.NewReader(toolsListBody))
 	req.Host = "connecta.example.com"
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Origin", "https://connecta.example.com")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := send(t, req)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("public host through a local proxy: %d", resp.StatusCode)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"io/fs"
 	"os"
@@ -204,7 +205,7 @@ func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
 	p := s.p
 	res := &Result{
 		Value:         d.Value,
-		Logs:          ipc.ClipUTF16(d.LogPrefix, MaxLogChars),
+		Logs:          jstext.Prefix(d.LogPrefix, MaxLogChars),
 		LogChars:      d.LogChars,
 		LogEntries:    d.LogEntries,
 		CPUTime:       time.Duration(d.CPUTimeNs),
@@ -214,7 +215,7 @@ func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
 	}
 	outcome := outcomeOK
 	if d.Err != nil {
-		res.Err = &ProgramError{Kind: ErrorKind(d.Err.Kind), Message: ipc.ClipUTF16(d.Err.Message, ipc.MaxErrorChars)}
+		res.Err = &ProgramError{Kind: ErrorKind(d.Err.Kind), Message: jstext.Prefix(d.Err.Message, ipc.MaxErrorChars)}
 		outcome = outcomeError
 		if res.Err.Kind == ErrDeadline {
 			outcome = outcomeDeadline

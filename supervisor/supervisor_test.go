@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/jstext"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -575,8 +576,8 @@ func TestX4_RetainedLogsAreBounded(t *testing.T) {
 	if err != nil || res.Err == nil {
 		t.Fatal(err, res)
 	}
-	if ipc.UTF16Len(res.Logs) != MaxLogChars || res.LogChars != 3*3002+2 || res.LogEntries != 3 {
-		t.Fatalf("retained %d of %d (%d entries)", ipc.UTF16Len(res.Logs), res.LogChars, res.LogEntries)
+	if jstext.Len(res.Logs) != MaxLogChars || res.LogChars != 3*3002+2 || res.LogEntries != 3 {
+		t.Fatalf("retained %d of %d (%d entries)", jstext.Len(res.Logs), res.LogChars, res.LogEntries)
 	}
 	if len(h.seen()) != 3 { // every entry was still forwarded as it arrived
 		t.Fatal(len(h.seen()))

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -220,17 +221,8 @@ func (c *collector) fail(code, sample string) {
 }
 
 func clamp(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8Start(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return jstext.ClampBytes(strings.ReplaceAll(s, "\n", " "), n)
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // Run drives cfg.Clients concurrent MCP sessions, each calling the tool in
 // a loop until cfg.Duration has passed (no new call starts after it;

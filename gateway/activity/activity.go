@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Contract bounds (V3, spec-meta-tools §11) and defaults (DECISIONS.md).
@@ -29,7 +31,7 @@ const (
 	// MaxAddressBytes clamps address (V3): two identities and the dot.
 	MaxAddressBytes = 257
 	// ClampMarker ends a clamped field.
-	ClampMarker = "…"
+	ClampMarker = jstext.Marker
 	// maxContextBytes bounds the request-scoped strings (requestId, actor,
 	// source, errorCode) so no caller-influenced field is unbounded.
 	maxContextBytes = 128
@@ -302,10 +304,5 @@ func Clamp(s string, max int) string {
 	if i == len(s) && len(out) <= max {
 		return out
 	}
-	room := max - len(ClampMarker)
-	cut := room
-	for cut > 0 && !utf8.RuneStart(out[cut]) {
-		cut--
-	}
-	return out[:cut] + ClampMarker
+	return jstext.ClampBytes(out, max-len(ClampMarker))
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // resolvedAddress splits a canonical address `<connectorId>.<toolName>` (A1)
@@ -178,7 +179,7 @@ func suggestions(connectorID, attempted string, tools []gateway.Tool, cells *int
 		}
 		lower := strings.ToLower(name)
 		nameU := utf16.Encode([]rune(lower))
-		longest := max(len(attU), utf16Len(name))
+		longest := max(len(attU), jstext.Len(name))
 		threshold := max(2, longest*2/5)
 		contains := strings.Contains(att, lower) || strings.Contains(lower, att)
 		d := abs(len(attU) - len(nameU)) // lower bound

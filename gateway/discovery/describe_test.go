@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 func describe(t testing.TB, s *Service, front gateway.FrontDoor, args string) (json.RawMessage, error) {
@@ -249,7 +250,7 @@ func TestE7_MissHelpers(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
-	if gateway.ClampEcho("short") != "short" || gateway.ClampUTF8("héllo", 2) != "h…" {
+	if gateway.ClampEcho("short") != "short" || jstext.ClampBytes("héllo", 2) != "h…" {
 		t.Fatal("clamp")
 	}
 }
@@ -269,8 +270,8 @@ func TestGuideSummaryBoundaries(t *testing.T) {
 		if got != c.want {
 			t.Errorf("guide %q\n got %q\nwant %q", c.guide, got, c.want)
 		}
-		if utf16Len(got) > GuideSummaryLen {
-			t.Errorf("summary %d units", utf16Len(got))
+		if jstext.Len(got) > GuideSummaryLen {
+			t.Errorf("summary %d units", jstext.Len(got))
 		}
 	}
 	if GuideSummary(&gateway.ConnectorInfo{ID: "x", Guide: "  \n "}) != "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 func newService(t testing.TB, f *fixtureCatalog, opts ...func(*Options)) *Service {
@@ -583,8 +584,8 @@ func TestS1_DescriptionsAreSummarizedUnlessFull(t *testing.T) {
 	s := newService(t, f)
 	row := mustSearch(t, s, gateway.FrontDoorProgram, `{"connector":"ci","limit":1}`)["tools"].([]any)[0].(map[string]any)
 	d := row["description"].(string)
-	if utf16Len(d) != SearchDescriptionLen || !strings.HasSuffix(d, "…") || strings.Contains(d, "  ") {
-		t.Fatalf("%d %q", utf16Len(d), d)
+	if jstext.Len(d) != SearchDescriptionLen || !strings.HasSuffix(d, "…") || strings.Contains(d, "  ") {
+		t.Fatalf("%d %q", jstext.Len(d), d)
 	}
 	row = mustSearch(t, s, gateway.FrontDoorProgram, `{"connector":"ci","limit":1,"fullDescriptions":true}`)["tools"].([]any)[0].(map[string]any)
 	if row["description"] != long {

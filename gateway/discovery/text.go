@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // isJSSpace is JavaScript's \s (WhiteSpace and LineTerminator).
@@ -36,35 +37,6 @@ func collapseSpace(s string) string {
 	return b.String()
 }
 
-// utf16Len is a string's length in UTF-16 code units (JavaScript length).
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
-	}
-	return n
-}
-
-// utf16Prefix keeps at most n UTF-16 units without splitting a pair.
-func utf16Prefix(s string, n int) string {
-	units := 0
-	for i, r := range s {
-		w := 1
-		if r >= 0x10000 {
-			w = 2
-		}
-		if units+w > n {
-			return s[:i]
-		}
-		units += w
-	}
-	return s
-}
-
 // summarizeDescription collapses whitespace and cuts to max UTF-16 units,
 // "…" included; full returns the text unchanged. Empty gives "".
 func summarizeDescription(text string, full bool, max int) string {
@@ -72,10 +44,10 @@ func summarizeDescription(text string, full bool, max int) string {
 		return text
 	}
 	compact := collapseSpace(text)
-	if utf16Len(compact) <= max {
+	if jstext.Len(compact) <= max {
 		return compact
 	}
-	return strings.TrimRightFunc(utf16Prefix(compact, max-1), isJSSpace) + "…"
+	return strings.TrimRightFunc(jstext.Prefix(compact, max-1), isJSSpace) + "…"
 }
 
 // connectorTitle is the shown title: whitespace normalized, at most 120
@@ -85,7 +57,7 @@ func connectorTitle(c *gateway.ConnectorInfo) string {
 	if t == "" {
 		return ""
 	}
-	return gateway.ClampUTF8(t, MaxConnectorTitle-len("…"))
+	return jstext.ClampBytes(t, MaxConnectorTitle-len("…"))
 }
 
 // skillName is the skill that fetches a connector's guide.
@@ -155,7 +127,7 @@ func GuideSummary(c *gateway.ConnectorInfo) string {
 			}
 			paragraph = append(paragraph, strings.TrimFunc(next, isJSSpace))
 			i++
-			if utf16Len(strings.Join(paragraph, " ")) > GuideSummaryLen {
+			if jstext.Len(strings.Join(paragraph, " ")) > GuideSummaryLen {
 				break
 			}
 		}
@@ -295,21 +267,21 @@ func withoutFrontmatter(lines []string) []string {
 // boundedSummary shortens a summary at the strongest readable boundary.
 func boundedSummary(summary string) string {
 	s := collapseSpace(summary)
-	if s == "" || utf16Len(s) <= GuideSummaryLen {
+	if s == "" || jstext.Len(s) <= GuideSummaryLen {
 		return s
 	}
 	// A complete sentence (≥ 24 units) needs no ellipsis.
 	if end := sentenceEnd(s); end > 0 {
 		return s[:end]
 	}
-	available := utf16Prefix(s, GuideSummaryLen-1)
+	available := jstext.Prefix(s, GuideSummaryLen-1)
 	// A clause boundary that keeps most of the budget.
 	clause := 0
 	for i, r := range available {
 		switch {
 		case r == ',' || r == ';' || r == ':':
 			if next, _ := utf8.DecodeRuneInString(available[i+1:]); i+1 < len(available) && isJSSpace(next) {
-				if utf16Len(available[:i]) >= 80 {
+				if jstext.Len(available[:i]) >= 80 {
 					clause = i
 				}
 			}
@@ -317,7 +289,7 @@ func boundedSummary(summary string) string {
 			rest := available[i+utf8.RuneLen(r):]
 			d, dw := utf8.DecodeRuneInString(rest)
 			if (d == '—' || d == '–' || d == '-') && len(rest) > dw {
-				if after, _ := utf8.DecodeRuneInString(rest[dw:]); isJSSpace(after) && utf16Len(available[:i]) >= 80 {
+				if after, _ := utf8.DecodeRuneInString(rest[dw:]); isJSSpace(after) && jstext.Len(available[:i]) >= 80 {
 					clause = i
 				}
 			}
@@ -389,7 +361,7 @@ func sentenceEnd(s string) int {
 				continue
 			}
 		}
-		units := utf16Len(s[:end])
+		units := jstext.Len(s[:end])
 		if units > GuideSummaryLen {
 			break
 		}

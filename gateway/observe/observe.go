@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Contract bounds (S9).
@@ -453,9 +455,6 @@ func (n *node) marshal(buf []byte) []byte {
 }
 
 func appendJSONString(buf []byte, s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
+	b, _ := jstext.Marshal(s) // a string always encodes
+	return append(buf, b...)
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Bounds of the compact renderer (0.24.4, S1/S4). Bytes are UTF-8.
@@ -126,7 +128,7 @@ func appendJSValue(dst []byte, v *value) []byte {
 		s, _ := jsNumber(v.lit())
 		return append(dst, s...)
 	case kindString:
-		return appendJSString(dst, v.s())
+		return jstext.AppendQuote(dst, v.s())
 	case kindArray:
 		dst = append(dst, '[')
 		for i, it := range v.elems() {
@@ -143,7 +145,7 @@ func appendJSValue(dst []byte, v *value) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSString(dst, k)
+		dst = jstext.AppendQuote(dst, k)
 		dst = append(dst, ':')
 		dst = appendJSValue(dst, vals[i])
 	}
@@ -552,7 +554,7 @@ func safeConstraintValue(v *value) string {
 		return strings.Repeat("x", MaxDescribeShapeBytes+1)
 	}
 	s := v.s()
-	if utf16Len(s) > MaxDescribeShapeBytes {
+	if jstext.Len(s) > MaxDescribeShapeBytes {
 		return strings.Repeat("x", MaxDescribeShapeBytes+1)
 	}
 	return strings.ReplaceAll(jsQuote(s), "*/", `*\/`)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // maxKept is how many elements of one array, or members of one object, are
@@ -410,43 +412,8 @@ func abs(n int) int {
 	return n
 }
 
-// appendJSString appends s quoted as JSON.stringify would: only '"', '\\'
-// and control characters are escaped (no HTML escaping, U+2028/9 raw).
-func appendJSString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-func jsQuote(s string) string { return string(appendJSString(nil, s)) }
+// jsQuote is s as a JSON.stringify string literal.
+func jsQuote(s string) string { return string(jstext.AppendQuote(nil, s)) }
 
 // jsString is JavaScript's String(value) for a JSON value.
 func jsString(v *value) string {
@@ -483,17 +450,4 @@ func jsString(v *value) string {
 		return strings.Join(parts, ",")
 	}
 	return "[object Object]"
-}
-
-// utf16Len is the length of s in UTF-16 code units (JS string length).
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
-	}
-	return n
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Defaults (DECISIONS.md: results.stashTtlMs, stashMaxBytes, maxInlineBytes).
@@ -60,15 +62,7 @@ type HandleError struct {
 }
 
 func (e *HandleError) Error() string {
-	h := e.Handle
-	if len(h) > maxHandleInError {
-		cut := maxHandleInError
-		for cut > 0 && !utf8.RuneStart(h[cut]) {
-			cut--
-		}
-		h = h[:cut] + "…"
-	}
-	return fmt.Sprintf("Unknown or expired result id %q", h)
+	return fmt.Sprintf("Unknown or expired result id %q", jstext.ClampBytes(e.Handle, maxHandleInError))
 }
 
 func (e *HandleError) Unwrap() error { return e.Err }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -42,7 +43,6 @@ const (
 	MaxSchemaDepth = 64
 	// maxCollected bounds the validator errors walked per check.
 	maxCollected = 1024
-	clampMarker  = "…"
 	// schemaURL is the in-memory location the schema is compiled under; every
 	// other URL is refused by the loader.
 	schemaURL = "https://connecta.invalid/input-schema.json"
@@ -548,11 +548,7 @@ func clamp(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max - len(clampMarker)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + clampMarker
+	return jstext.ClampBytes(s, max-len(jstext.Marker))
 }
 
 // Bounds on number literals that validation will evaluate.

@@ -1,0 +1,130 @@
+// Package jstext measures, clips and quotes strings the way JavaScript sees
+// them: lengths in UTF-16 code units, cuts that never split a surrogate pair
+// or a UTF-8 sequence, and JSON as JSON.stringify writes it.
+//
+// It imports nothing of ours, so every layer (contract, server, config, the
+// gateway leaves) may use it without breaking the dependency directions.
+package jstext
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Marker ends text that ClampBytes clipped.
+const Marker = "…"
+
+// Len is the JavaScript length of s: its UTF-16 code units.
+func Len(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			n++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// Prefix is the longest prefix of s of at most n UTF-16 code units that does
+// not split a surrogate pair.
+func Prefix(s string, n int) string {
+	units := 0
+	for i, r := range s {
+		w := 1
+		if r >= 0x10000 {
+			w = 2
+		}
+		if units+w > n {
+			return s[:i]
+		}
+		units += w
+	}
+	return s
+}
+
+// ClampBytes keeps at most n bytes of s, cut back to a code point start so
+// the clamp never manufactures U+FFFD, and appends Marker when it clipped (a
+// clipped result is at most n+len(Marker) bytes). Short text is returned
+// exact and unmarked.
+func ClampBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n, 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + Marker
+}
+
+// AppendQuote appends s quoted the way JSON.stringify quotes a string: only
+// '"', '\\' and control characters are escaped (no HTML escaping, U+2028
+// and U+2029 raw). Invalid UTF-8 bytes become U+FFFD.
+func AppendQuote(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, "\ufffd"...)
+				start = i + 1
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// Marshal is json.Marshal without HTML escaping: '<', '>' and '&' stay
+// literal, as JSON.stringify writes them. (encoding/json still escapes
+// U+2028 and U+2029.) The result is compact and has no trailing newline.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,122 @@
+package jstext
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestLen_CountsUTF16CodeUnits(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{"", 0},
+		{"abc", 3},
+		{"é", 1},
+		{"…", 1},
+		{"😀", 2},
+		{"a😀b", 4},
+		{"\xff", 1}, // an invalid byte counts as one U+FFFD
+	} {
+		if got := Len(tc.in); got != tc.want {
+			t.Errorf("Len(%q) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPrefix_NeverSplitsASurrogatePair(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"abc", 2, "ab"},
+		{"abc", 0, ""},
+		{"a😀b", 1, "a"},
+		{"a😀b", 2, "a"}, // half a pair is dropped, not split
+		{"a😀b", 3, "a😀"},
+		{"a😀b", 4, "a😀b"},
+	} {
+		if got := Prefix(tc.in, tc.n); got != tc.want {
+			t.Errorf("Prefix(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestClampBytes_CutsOnACodePointAndMarks(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"aé", 2, "a…"}, // é is two bytes: never half of it
+		{"😀x", 3, "…"},
+		{"abc", 0, "…"},
+		{"abc", -1, "…"},
+	} {
+		if got := ClampBytes(tc.in, tc.n); got != tc.want {
+			t.Errorf("ClampBytes(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestAppendQuote_WritesWhatJSONStringifyWrites(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"", `""`},
+		{"plain", `"plain"`},
+		{`a"b\c`, `"a\"b\\c"`},
+		{"\b\f\n\r\t", `"\b\f\n\r\t"`},
+		{"\x00\x1f\x7f", `"\u0000\u001f` + "\x7f\""},
+		{"<&>", `"<&>"`},
+		{"\u2028\u2029", "\"\u2028\u2029\""},
+		{"é😀", `"é😀"`},
+		{"a\xffb", "\"a\ufffdb\""},
+	} {
+		if got := string(AppendQuote([]byte("x"), tc.in)); got != "x"+tc.want {
+			t.Errorf("AppendQuote(%q) = %s, want x%s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestMarshal_NoHTMLEscapingNoNewline(t *testing.T) {
+	got, err := Marshal(map[string]any{"a": "<b>&", "n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != `{"a":"<b>&","n":1}` {
+		t.Fatalf("Marshal = %s", got)
+	}
+	if _, err := Marshal(func() {}); err == nil {
+		t.Fatal("Marshal of a func: no error")
+	}
+}
+
+// FuzzAppendQuote: the quoted text decodes back to s (invalid bytes as
+// U+FFFD) and agrees with Prefix and Len.
+func FuzzAppendQuote(f *testing.F) {
+	for _, s := range []string{"", "a\"\\\n", "\u2028<&>", "😀\xff", "\x00\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var back string
+		if err := json.Unmarshal(AppendQuote(nil, s), &back); err != nil {
+			t.Fatalf("AppendQuote(%q) is not JSON: %v", s, err)
+		}
+		if want := string([]rune(s)); back != want { // each invalid byte is one U+FFFD
+			t.Fatalf("round trip %q, want %q", back, want)
+		}
+		n := Len(s)
+		if Prefix(s, n) != s || Len(Prefix(s, n/2)) > n/2 {
+			t.Fatalf("Prefix disagrees with Len on %q", s)
+		}
+		if c := ClampBytes(s, len(s)/2); len(s) > 0 && utf8.ValidString(s) && !utf8.ValidString(c) {
+			t.Fatalf("ClampBytes(%q) split a code point: %q", s, c)
+		}
+	})
+}
