@@ -125,8 +125,9 @@ func (s *Service) decodeInput(raw json.RawMessage) (input, *gateway.Error) {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return in, gateway.Errorf(gateway.CodeInvalidArgs, false, "execute_code takes an object: { code: \"async () => …\", diagnostics?: boolean }.")
 	}
+	// A JSON null unmarshals into a string without error; it is no program.
 	c, ok := fields["code"]
-	if !ok || json.Unmarshal(c, &in.code) != nil {
+	if !ok || string(c) == "null" || json.Unmarshal(c, &in.code) != nil {
 		return in, gateway.Errorf(gateway.CodeInvalidArgs, false, "code must be a string holding one JavaScript async arrow function, e.g. async () => 1 + 1.")
 	}
 	if n := len(in.code); n > s.opts.MaxCodeBytes {

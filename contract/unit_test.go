@@ -368,7 +368,7 @@ func TestL4_CodeOver128KiBIsInvalidArgs(t *testing.T) {
 	if e == nil || e.Code != gateway.CodeInvalidArgs || !strings.Contains(e.Message, "131073 UTF-8 bytes, over the 131072-byte limit") {
 		t.Fatalf("%+v", e)
 	}
-	for _, bad := range []string{`{}`, `{"code":1}`, `[]`, `{"code":"x","diagnostics":"yes"}`} {
+	for _, bad := range []string{`{}`, `{"code":1}`, `{"code":null}`, `{"code" :  null }`, `[]`, `{"code":"x","diagnostics":"yes"}`} {
 		if _, e := s.decodeInput(json.RawMessage(bad)); e == nil || e.Code != gateway.CodeInvalidArgs {
 			t.Errorf("%s accepted", bad)
 		}

@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/connecta-dev/connecta/jstext"
 	"math"
 	"time"
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

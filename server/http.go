@@ -53,8 +53,9 @@ func (s *Server) Handler() http.Handler {
 }
 
 // HTTPServer returns an http.Server for the handler with timeouts sized so
-// the write deadline exceeds the admission wait plus the longest deadline a
-// request may legitimately run to, plus grace (PITFALLS).
+// the write deadline exceeds the request admission wait, the executor's
+// queue wait and the longest deadline a request may legitimately run to,
+// plus grace (PITFALLS).
 func (s *Server) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -73,7 +74,7 @@ func (s *Server) writeTimeout() time.Duration {
 	if s.opts.HostCallTimeout > longest {
 		longest = s.opts.HostCallTimeout
 	}
-	return s.opts.Requests.QueueTimeout + longest + writeGrace
+	return s.opts.Requests.QueueTimeout + s.opts.ExecutorQueueTimeout + longest + writeGrace
 }
 
 func securityHeaders(next http.Handler) http.Handler {

@@ -159,3 +159,17 @@ func TestHTTPServer_WriteTimeoutExceedsAdmissionPlusDeadline(t *testing.T) {
 		t.Fatalf("write timeout %s must exceed %s", got, min)
 	}
 }
+
+// An execute_code request may wait for request admission, then for an
+// executor slot, then run to its wall deadline: the write timeout must cover
+// all three or the response of a long program is cut off.
+func TestHTTPServer_WriteTimeoutCoversExecutorQueue(t *testing.T) {
+	s := &Server{opts: Options{
+		Requests:         RequestLimits{QueueTimeout: 5 * time.Second},
+		ExecutionTimeout: 30 * time.Second, HostCallTimeout: 15 * time.Second,
+		ExecutorQueueTimeout: 20 * time.Second,
+	}}
+	if got, min := s.writeTimeout(), 55*time.Second; got <= min {
+		t.Fatalf("write timeout %s must exceed %s", got, min)
+	}
+}

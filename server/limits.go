@@ -33,7 +33,7 @@ const (
 	// §1 tools/list cache hint.
 	ToolsListTTLMs = 3600000
 
-	// shutdownGrace is how long in-flight requests may drain on SIGTERM
+	// DefaultShutdownGrace is how long in-flight requests may drain on SIGTERM
 	// (§14 shutdownTimeoutMs).
 	DefaultShutdownGrace = 10 * time.Second
 	// writeGrace is added on top of admission wait and the longest deadline

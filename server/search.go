@@ -14,7 +14,7 @@ import (
 const resultTooLargeHint = "lower limit, drop fullDescriptions, or use includeSchemas: \"compact\""
 
 // handleSearchTools runs discovery with the top-level front door (grouped
-// page, recovery keyed tool: "search_tools") in one gateway scope, then
+// page, recovery keyed tool: "search_tools") over the cached catalogs, then
 // measures the complete tool result — both copies, JSON escaping included —
 // against the 256,000-byte bound (S3).
 func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

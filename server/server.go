@@ -89,6 +89,10 @@ type Options struct {
 	MaxInlineBytes   int           // results.maxInlineBytes
 	HostCallTimeout  time.Duration // execute.hostCallTimeoutMs: call_tool's default deadline
 	ExecutionTimeout time.Duration // executor.timeoutMs: sizes the HTTP write timeout
+	// ExecutorQueueTimeout is executor.queueTimeoutMs: a program may wait
+	// this long for a slot before its wall deadline starts, so it sizes the
+	// HTTP write timeout too.
+	ExecutorQueueTimeout time.Duration
 
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry

@@ -282,3 +282,17 @@ func assertNoRunGoroutines(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The token from the environment must never be printed: a mistyped flag
+// prints the usage with every flag's default.
+func TestLoad_EnvTokenNeverInUsage(t *testing.T) {
+	const secret = "env-token-must-not-print"
+	t.Setenv(tokenEnv, secret)
+	var stdout, stderr bytes.Buffer
+	if got := run(context.Background(), []string{"--no-such-flag"}, &stdout, &stderr); got != 2 {
+		t.Fatalf("exit %d, want 2", got)
+	}
+	if strings.Contains(stderr.String()+stdout.String(), secret) {
+		t.Fatalf("usage printed the token:\n%s", stderr.String())
+	}
+}

@@ -42,7 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cfg Config
 	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8787/mcp", "connecta's MCP endpoint")
-	fs.StringVar(&cfg.Token, "token", os.Getenv(tokenEnv), "bearer token (default $"+tokenEnv+"; none for the loopback default config)")
+	// The environment is read after parsing: a flag default is printed by
+	// the usage text, and the token must never be.
+	fs.StringVar(&cfg.Token, "token", "", "bearer token (default $"+tokenEnv+"; none for the loopback default config)")
 	fs.IntVar(&cfg.Clients, "clients", 8, fmt.Sprintf("concurrent MCP clients (1..%d)", MaxClients))
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long new calls start (≤ "+MaxDuration.String()+")")
 	fs.IntVar(&cfg.Requests, "requests", 0, "stop after this many calls in total (0 = until --duration)")
@@ -59,6 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "connecta-load: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if cfg.Token == "" {
+		cfg.Token = os.Getenv(tokenEnv)
 	}
 	if *freePort {
 		port, err := pickFreePort()

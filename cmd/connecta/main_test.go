@@ -190,3 +190,27 @@ func TestNotify_ReadyWatchdogStopping(t *testing.T) {
 		}
 	}
 }
+
+// A program may wait for request admission, then for an executor slot, then
+// run to its wall deadline: the served write timeout must cover all three as
+// configured, or a long program's response is cut off.
+func TestServe_WriteTimeoutCoversConfiguredWaitsAndDeadline(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "connecta.yaml")
+	yaml := "requests: {queueTimeoutMs: 5000}\nexecutor: {queueTimeoutMs: 20000, timeoutMs: 30000}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(context.Background(), cfg, newLogger(&bytes.Buffer{}), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if got, min := a.server.HTTPServer("127.0.0.1:0").WriteTimeout, 55*time.Second; got <= min {
+		t.Fatalf("write timeout %s must exceed %s", got, min)
+	}
+}

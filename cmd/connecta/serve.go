@@ -146,11 +146,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 			QueueTimeout: cfg.Requests.QueueTimeout, RetryAfter: cfg.Requests.RetryAfter,
 			MaxBodyBytes: cfg.Requests.MaxBodyBytes,
 		},
-		MaxInlineBytes:   int(cfg.Results.MaxInlineBytes),
-		HostCallTimeout:  cfg.Execute.HostCallTimeout,
-		ExecutionTimeout: cfg.Executor.Timeout,
-		Registry:         a.registry,
-		Logger:           log.With("component", "server"),
+		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
+		HostCallTimeout:      cfg.Execute.HostCallTimeout,
+		ExecutionTimeout:     cfg.Executor.Timeout,
+		ExecutorQueueTimeout: cfg.Executor.QueueTimeout,
+		Registry:             a.registry,
+		Logger:               log.With("component", "server"),
 	})
 	if err != nil {
 		return nil, err
