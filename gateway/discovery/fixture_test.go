@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +26,8 @@ type fixtureCatalog struct {
 	inFlight atomic.Int32
 	peak     atomic.Int32
 	gate     chan struct{} // when set, Tools waits on it (to observe concurrency)
+	// clone makes Tools hand out a fresh copy per load, as gateway.Tools does.
+	clone bool
 }
 
 func (f *fixtureCatalog) Connectors() []gateway.ConnectorInfo { return f.connectors }
@@ -58,6 +61,9 @@ func (f *fixtureCatalog) Tools(ctx context.Context, id string) ([]gateway.Tool, 
 	tools, ok := f.tools[id]
 	if !ok {
 		return nil, fmt.Errorf("no such connector %q", id)
+	}
+	if f.clone {
+		return slices.Clone(tools), nil
 	}
 	return tools, nil
 }

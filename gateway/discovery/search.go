@@ -164,6 +164,7 @@ type entry struct {
 
 // catalogIndex is one catalog filtered by a safety class and indexed.
 type catalogIndex struct {
+	pos     []int    // entries[k] is the listing's tool pos[k]
 	names   []string // snapshot of the listing it was built from
 	descs   []string
 	ro      []bool
@@ -171,27 +172,25 @@ type catalogIndex struct {
 	cat     *lexical.Catalog
 }
 
-type indexKey struct {
-	connector, safety string
-	first             *gateway.Tool
-	n                 int
-}
+type indexKey struct{ connector, safety string }
 
 // maxIndexes bounds the index cache; it is cleared when full.
 const maxIndexes = 64
 
 // index returns the safety-filtered lexical index of one listing, reusing
-// the one built for the same listing (same slice, same names and
-// descriptions) by an earlier search.
+// the one built for the same listing (same names, descriptions and
+// read-only classes) by an earlier search. The catalog hands out a fresh
+// copy of its listing on every load, so the cache is keyed by connector and
+// safety class and verified by content; a reused index is re-pointed at the
+// current copy, whose schemas and annotations the rows show.
 func (s *Service) index(connector, safety string, tools []gateway.Tool) *catalogIndex {
-	var key indexKey
+	key := indexKey{connector, safety}
 	if len(tools) > 0 {
-		key = indexKey{connector, safety, &tools[0], len(tools)}
 		s.mu.Lock()
 		ix := s.indexes[key]
 		s.mu.Unlock()
 		if ix != nil && ix.sameListing(tools, s.catalog.ReadOnly) {
-			return ix
+			return ix.over(tools)
 		}
 	}
 	ix := &catalogIndex{names: make([]string, len(tools)), descs: make([]string, len(tools)), ro: make([]bool, len(tools))}
@@ -204,6 +203,7 @@ func (s *Service) index(connector, safety string, tools []gateway.Tool) *catalog
 		if (safety == SafetyReadOnly && !ro) || (safety == SafetyApprovalRequired && ro) {
 			continue
 		}
+		ix.pos = append(ix.pos, j)
 		ix.entries = append(ix.entries, entry{tool: t, readOnly: ro})
 		docs = append(docs, lexical.Document{Name: t.Name, Description: t.Description})
 	}
@@ -219,7 +219,19 @@ func (s *Service) index(connector, safety string, tools []gateway.Tool) *catalog
 	return ix
 }
 
-// sameListing guards the cache against a listing rewritten in place.
+// over is ix for another copy of the same listing: the lexical index is
+// shared, the entries point into tools. ix itself is never modified (it is
+// shared between concurrent searches).
+func (ix *catalogIndex) over(tools []gateway.Tool) *catalogIndex {
+	out := *ix
+	out.entries = make([]entry, len(ix.pos))
+	for k, j := range ix.pos {
+		out.entries[k] = entry{tool: &tools[j], readOnly: ix.ro[j]}
+	}
+	return &out
+}
+
+// sameListing guards the cache against a different listing.
 // The read-only class is re-read so the safety filter is never stale.
 func (ix *catalogIndex) sameListing(tools []gateway.Tool, readOnly func(*gateway.Tool) bool) bool {
 	if len(ix.names) != len(tools) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/lexical"
 	"github.com/connecta-dev/connecta/jstext"
 )
 
@@ -638,5 +639,40 @@ func BenchmarkSearch1000Tools(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The gateway hands out a fresh copy of a listing on every load: the index
+// built for it is reused all the same (one per connector and safety class),
+// and rows show the current copy's schema.
+func TestS1_IndexReusedAcrossListingCopies(t *testing.T) {
+	f := trackerFixture()
+	f.clone = true
+	s := newService(t, f)
+	var cat *lexical.Catalog
+	for range 5 {
+		mustSearch(t, s, gateway.FrontDoorProgram, `{"query":"list issues","connector":"tracker"}`)
+		s.mu.Lock()
+		n := len(s.indexes)
+		var ix *catalogIndex
+		for _, v := range s.indexes {
+			ix = v
+		}
+		s.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("index cache holds %d entries for one connector, want 1", n)
+		}
+		if cat != nil && ix.cat != cat {
+			t.Fatal("the lexical index was rebuilt for an unchanged listing")
+		}
+		cat = ix.cat
+	}
+	f.tools["tracker"][0].InputSchema = json.RawMessage(`{"type":"object","properties":{"fresh":{"type":"string"}}}`)
+	raw, err := search(t, s, gateway.FrontDoorProgram, `{"query":"list issues","connector":"tracker","includeSchemas":"json"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"fresh"`) {
+		t.Fatalf("a reused index served a stale schema: %s", raw)
 	}
 }

@@ -411,17 +411,32 @@ func collectStats(q Query, cats []*Catalog) *stats {
 			if c.failed || len(c.docs) == 0 {
 				continue
 			}
-			nh[ci], dh[ci] = make([]bool, len(c.docs)), make([]bool, len(c.docs))
+			// Marks are allocated only where the term has postings: a query
+			// of many distinct unmatched terms (its length is unbounded)
+			// must not cost terms × documents of memory.
 			for _, cand := range cands {
-				for _, d := range c.nameToks[cand] {
-					nh[ci][d] = true
+				if ds := c.nameToks[cand]; len(ds) > 0 {
+					if nh[ci] == nil {
+						nh[ci] = make([]bool, len(c.docs))
+					}
+					for _, d := range ds {
+						nh[ci][d] = true
+					}
 				}
-				for _, d := range c.descToks[cand] {
-					dh[ci][d] = true
+				if ds := c.descToks[cand]; len(ds) > 0 {
+					if dh[ci] == nil {
+						dh[ci] = make([]bool, len(c.docs))
+					}
+					for _, d := range ds {
+						dh[ci][d] = true
+					}
 				}
 			}
+			if nh[ci] == nil && dh[ci] == nil {
+				continue
+			}
 			for d := range c.docs {
-				if nh[ci][d] || dh[ci][d] {
+				if nh.has(Ref{ci, d}) || dh.has(Ref{ci, d}) {
 					df++
 				}
 			}
@@ -451,6 +466,8 @@ func Search(q Query, cats []*Catalog) *Result {
 	res.st = st
 	phrase := Normalize(q.Retrieval)
 	exactPhrase := " " + Normalize(q.Raw) + " "
+	// Built once: per document they would cost documents × query length.
+	phrasePrefix, phraseWords := phrase+" ", " "+phrase+" "
 	var phraseWeight float64
 	for ti := range q.Terms {
 		phraseWeight += st.idf[ti]
@@ -473,7 +490,7 @@ func Search(q Query, cats []*Catalog) *Result {
 			}
 			matched = matched[:0]
 			for ti := range q.Terms {
-				if st.nameHits[ti][ci][di] || st.descHits[ti][ci][di] {
+				if st.nameHits[ti].has(ref) || st.descHits[ti].has(ref) {
 					matched = append(matched, ti)
 				}
 			}
@@ -487,21 +504,21 @@ func Search(q Query, cats []*Catalog) *Result {
 			switch {
 			case d.name == phrase:
 				score += 40 * phraseWeight
-			case strings.HasPrefix(d.name, phrase+" "):
+			case strings.HasPrefix(d.name, phrasePrefix):
 				score += 24 * phraseWeight
-			case strings.Contains(" "+d.name+" ", " "+phrase+" "):
+			case len(d.name)+2 >= len(phraseWords) && strings.Contains(" "+d.name+" ", phraseWords):
 				score += 16 * phraseWeight
 			}
 			for _, ti := range matched {
 				w, t := st.idf[ti], q.Terms[ti]
 				if contains(d.nameTokens, t) {
 					score += 12 * w
-				} else if st.nameHits[ti][ci][di] {
+				} else if st.nameHits[ti].has(ref) {
 					score += 8 * w
 				}
 				if contains(d.descTokens, t) {
 					score += 3 * w
-				} else if st.descHits[ti][ci][di] {
+				} else if st.descHits[ti].has(ref) {
 					score += 1.5 * w
 				}
 			}

@@ -3,6 +3,7 @@ package lexical
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -224,4 +225,33 @@ func FuzzTokensFastPathMatchesGeneral(f *testing.F) {
 			t.Fatalf("%q: fast %q general %q", s, a, b)
 		}
 	})
+}
+
+// A query's length is unbounded: many distinct terms that match nothing
+// must not cost memory per term per document.
+func TestS1_UnmatchedTermsCostNoPerDocumentMemory(t *testing.T) {
+	const docs, terms = 2000, 8000
+	ds := make([]Document, docs)
+	for i := range ds {
+		ds[i] = Document{Name: fmt.Sprintf("list_issues_%c", 'a'+i%26), Description: "List issues in a project"}
+	}
+	cat := NewCatalog(ds)
+	words := make([]string, 0, terms+1)
+	for i := range terms {
+		words = append(words, "zq"+string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676%26)))
+	}
+	words = append(words, "issues")
+	q := ParseQuery(strings.Join(words, " "))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := Search(q, []*Catalog{cat})
+	runtime.ReadMemStats(&after)
+	if len(res.Matches) != docs {
+		t.Fatalf("matches = %d, want every document (any-term fallback on \"issues\")", len(res.Matches))
+	}
+	// Dense marks would be terms × docs × 2 bytes = 32 MB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+		t.Errorf("Search allocated %d bytes for %d unmatched terms over %d documents", got, terms, docs)
+	}
 }

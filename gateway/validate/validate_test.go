@@ -281,3 +281,61 @@ func TestE8_HugeNumberLiteralPassesThroughCheaply(t *testing.T) {
 		t.Errorf("an ordinary over-maximum number must still be reported, got %v", got)
 	}
 }
+
+func TestE8_HugeNumberInSchemaPassesThrough(t *testing.T) {
+	v := New(Options{})
+	// Each exact bound would cost the compiler (and every check) a
+	// million-digit big.Rat; such a schema is unsupported and passes through.
+	for _, schema := range []string{
+		`{"type":"object","properties":{"n":{"type":"number","minimum":1e999999}}}`,
+		`{"type":"object","properties":{"n":{"type":"number","multipleOf":1e-999999}}}`,
+		`{"type":"object","properties":{"n":{"type":"number","maximum":` + strings.Repeat("9", 100) + `}}}`,
+	} {
+		if got := v.Check(json.RawMessage(schema), json.RawMessage(`{"n":1.5}`)); got != nil {
+			t.Errorf("Check(%s) = %v, want pass-through", schema, got)
+		}
+	}
+	bounded := json.RawMessage(`{"type":"object","properties":{"n":{"type":"number","minimum":1e400}}}`)
+	if got := v.Check(bounded, json.RawMessage(`{"n":1.5}`)); len(got) != 1 || got[0].Code != "minimum" {
+		t.Errorf("a bound within ±%d exponent must still be enforced, got %v", MaxNumberExponent, got)
+	}
+}
+
+// chainSchema is n $defs levels of anyOf: [{$ref: next}, {$ref: next}]: 2^n
+// evaluations of one value for a schema of about 70 n bytes.
+func chainSchema(n int) json.RawMessage {
+	defs := make([]string, 0, n+1)
+	for i := range n {
+		defs = append(defs, fmt.Sprintf(`"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1))
+	}
+	defs = append(defs, fmt.Sprintf(`"d%d":{"type":"string"}`, n))
+	return json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/$defs/d0"}},"$defs":{` + strings.Join(defs, ",") + `}}`)
+}
+
+func TestE8_ExponentialRefFanOutPassesThrough(t *testing.T) {
+	v := New(Options{})
+	// 2^20 evaluations (a minute of CPU before the bound): unsupported.
+	if got := v.Check(chainSchema(20), json.RawMessage(`{"a":1}`)); got != nil {
+		t.Fatalf("a schema costing 2^20 evaluations was evaluated: %v", got)
+	}
+	// Recursion through items doubles per level of the arguments instead.
+	rec := json.RawMessage(`{"anyOf":[{"$ref":"#/$defs/x"},{"$ref":"#/$defs/x"}],"$defs":{"x":{"type":"array","items":{"$ref":"#"}}}}`)
+	deep := json.RawMessage(strings.Repeat("[", 30) + strings.Repeat("]", 30))
+	if got := v.Check(rec, deep); got != nil {
+		t.Fatalf("a schema costing 2^30 evaluations was evaluated: %v", got)
+	}
+	// A short chain, and the usual $ref/anyOf shapes, are still enforced.
+	if got := v.Check(chainSchema(4), json.RawMessage(`{"a":1}`)); len(got) == 0 {
+		t.Fatal("a cheap $ref chain must still be enforced")
+	}
+	optional := json.RawMessage(`{"type":"object","properties":{"owner":{"anyOf":[{"$ref":"#/$defs/Person"},{"type":"null"}]},` +
+		`"tags":{"type":"array","items":{"$ref":"#/$defs/Tag"}}},` +
+		`"$defs":{"Person":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]},"Tag":{"type":"string"}}}`)
+	got := v.Check(optional, json.RawMessage(`{"owner":{},"tags":["a",1]}`))
+	if len(got) == 0 {
+		t.Fatal("an ordinary $ref/anyOf schema must still be enforced")
+	}
+	if got := v.Check(json.RawMessage(`{"$defs":{"a b":{"type":"string"}},"$ref":"#/$defs/a%20b"}`), json.RawMessage(`1`)); len(got) != 1 || got[0].Code != "type" {
+		t.Fatalf("a percent-encoded local $ref must still be enforced, got %v", got)
+	}
+}
