@@ -18,10 +18,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Contract bounds (DECISIONS.md "Wire and limits").

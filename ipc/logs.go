@@ -1,9 +1,10 @@
 package ipc
 
 import (
-	"github.com/connecta-dev/connecta/jstext"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // LogPrefix retains the first MaxRetainedLogChars UTF-16 code units of log

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"os"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/connecta-dev/connecta/guest"
 	"github.com/connecta-dev/connecta/ipc"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Exit codes of a child; the parent reports them with the stderr tail.

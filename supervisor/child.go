@@ -191,7 +191,8 @@ func (c *child) crashReport() string {
 
 // retire ends a child the caller is done with: close its input (a healthy
 // child exits on EOF), consume its frames until the stream ends (killing it
-// if it says anything more, or lingers), and let the waiter reap it.
+// if it says anything more, or lingers past exitGrace, stream ended or not),
+// and let the waiter reap it.
 func (p *Pool) retire(c *child, expectQuiet bool) {
 	c.closeInput()
 	p.track(func() {
@@ -201,7 +202,13 @@ func (p *Pool) retire(c *child, expectQuiet bool) {
 			select {
 			case in, ok := <-c.in:
 				if !ok || in.err != nil {
-					<-c.exited
+					// The stream ended, which need not mean the process did.
+					select {
+					case <-c.exited:
+					case <-timer.C:
+						c.kill(killLinger, p.m)
+						<-c.exited
+					}
 					return
 				}
 				if expectQuiet {

@@ -21,7 +21,7 @@ const fakeChildMarker = "__supervisor_fake_child__"
 
 // fakeArgv makes a testChildArgv selecting a start-up behaviour:
 // "ok" (send ready), "die" (exit 3 before ready), "garbage" (junk before
-// ready), "slow" (never ready).
+// ready), "slow" (never ready), "closeout" (close its output, never exit).
 func fakeArgv(startup string) func(mode string) []string {
 	return func(mode string) []string {
 		return []string{fakeChildMarker, mode, startup, strconv.Itoa(os.Getpid())}
@@ -45,6 +45,9 @@ func runFakeChild(args []string) int {
 		out.Write([]byte("\x00\x00\x00\x05hello"))
 		select {}
 	case "slow":
+		select {}
+	case "closeout": // end the stream but live on
+		out.Close()
 		select {}
 	}
 	if err := w.Write(&ipc.Message{Type: ipc.TypeReady}); err != nil {

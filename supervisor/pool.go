@@ -196,6 +196,9 @@ func (p *Pool) seat() {
 		default:
 		}
 		c, err := p.startChild()
+		if errors.Is(err, errPoolClosing) {
+			return // not a failure of the child: no crash counted, no retry
+		}
 		if err != nil {
 			failures++
 			p.m.crashes.WithLabelValues("startup").Inc()
@@ -319,9 +322,12 @@ func (p *Pool) startChild() (*child, error) {
 	case <-p.closing:
 		c.kill(killShutdown, p.m)
 		p.retire(c, false)
-		return nil, errors.New("closing")
+		return nil, errPoolClosing
 	}
 }
+
+// errPoolClosing ends a start-up the pool's Close interrupted.
+var errPoolClosing = errors.New("supervisor: pool closing")
 
 // takeChild waits for a warm child.
 func (p *Pool) takeChild(ctx context.Context) (*child, error) {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -136,14 +137,11 @@ func TestReal_CancelMidProgram(t *testing.T) {
 	h := newTestHost()
 	ctx, cancel := context.WithCancel(context.Background())
 	l, _ := p.Acquire(ctx)
-	go func() {
-		waitFor(t, func() bool { return len(h.seen()) == 1 })
-		cancel()
-	}()
+	// Cancel once the host call is in flight (the log alone does not say so).
 	_, err := l.Run(ctx, Job{
 		Code:      `async () => { console.log("waiting"); return await t.slow(); }`,
 		Providers: []Provider{{Name: "t", Functions: []string{"slow"}}},
-	}, h)
+	}, &callStartedHost{testHost: h, onCall: cancel})
 	ee := execErr(t, err, CodeCancelled)
 	if ee.Logs != "waiting" || len(h.cancelled) != 1 {
 		t.Fatalf("%+v, cancelled host calls %d", ee, len(h.cancelled))
@@ -283,4 +281,15 @@ func TestHardening_SpareProcessState(t *testing.T) {
 			t.Errorf("unexpected descriptor %d → %s", n, target)
 		}
 	}
+}
+
+// callStartedHost runs onCall as each host call starts, then serves it.
+type callStartedHost struct {
+	*testHost
+	onCall func()
+}
+
+func (h *callStartedHost) Call(ctx context.Context, provider, fn string, args json.RawMessage) (json.RawMessage, error) {
+	h.onCall()
+	return h.testHost.Call(ctx, provider, fn, args)
 }

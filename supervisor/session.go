@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/ipc"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Run runs job in a fresh child and releases the lease. A program's own
@@ -155,19 +155,44 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 			sendErr = nil
 		case <-wall.C:
 			cancelCalls()
-			c.kill(killDeadline, p.m)
-			p.retire(c, false)
+			s.terminate(killDeadline)
 			return fail(ErrDeadline, outcomeDeadline, fmt.Sprintf("Execution timed out after %dms.", s.limits.Wall.Milliseconds()))
 		case <-ctx.Done():
 			cancelCalls() // in-flight host calls first, then the kill (L1, L2, X3)
-			c.kill(killCancel, p.m)
-			p.retire(c, false)
+			s.terminate(killCancel)
 			return typed(CodeCancelled, msgCancelled, outcomeCancelled)
 		case <-p.closing:
 			cancelCalls()
-			c.kill(killShutdown, p.m)
-			p.retire(c, false)
+			s.terminate(killShutdown)
 			return typed(CodeClosed, msgClosed, outcomeClosed)
+		}
+	}
+}
+
+// terminate kills the child and keeps the log frames it wrote before it
+// died: they may still sit in the pipe or in c.in, since the select that
+// noticed the deadline, the cancellation or the shutdown does not prefer
+// them. The kill closes the child's end, so the stream ends promptly;
+// exitGrace bounds the wait regardless. Then the child is retired.
+func (s *session) terminate(reason string) {
+	p, c := s.p, s.c
+	c.kill(reason, p.m)
+	defer p.retire(c, false)
+	t := time.NewTimer(exitGrace)
+	defer t.Stop()
+	for {
+		select {
+		case in, ok := <-c.in:
+			if !ok || in.err != nil {
+				return
+			}
+			if in.m.Type == ipc.TypeLog && s.logFrames < maxLogFramesPerRun && s.logs.Chars() <= maxLogCharsPerRun {
+				s.logFrames++
+				s.logs.Add(in.m.Text)
+				s.host.Log(in.m.Level, in.m.Text)
+			}
+		case <-t.C:
+			return
 		}
 	}
 }
@@ -233,6 +258,9 @@ func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
 // settles its own pending calls).
 func (s *session) call(ctx context.Context, m *ipc.Message) {
 	defer s.calls.Done()
+	if ctx.Err() != nil {
+		return // the run is ending (L2: no further host call is admitted)
+	}
 	reply := &ipc.Message{Type: ipc.TypeReply, ID: m.ID}
 	label := m.Provider + "." + m.Function
 	if len(m.Args) > ipc.MaxPayloadBytes {

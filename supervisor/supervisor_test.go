@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -702,4 +703,115 @@ func TestL7_BurstFarAboveCapacity(t *testing.T) {
 	if err != nil || string(res.Value) != "1" {
 		t.Fatal(err, res)
 	}
+}
+
+// blockingLogHost runs onFirst on the first console entry, then holds the
+// run's goroutine long enough for the child to write every later entry: they
+// are in the pipe (or the reader's buffer) when the run is ended.
+type blockingLogHost struct {
+	*testHost
+	once    sync.Once
+	onFirst func()
+	hold    time.Duration
+}
+
+func (h *blockingLogHost) Log(level, text string) {
+	h.testHost.Log(level, text)
+	h.once.Do(func() {
+		h.onFirst()
+		time.Sleep(h.hold)
+	})
+}
+
+func TestX4_LogsWrittenBeforeTheKillAreKept(t *testing.T) {
+	const entries = 30
+	want := make([]string, entries)
+	for i := range want {
+		want[i] = fmt.Sprintf("%d:%s", i, strings.Repeat("L", 10))
+	}
+	wantLogs := strings.Join(want, "\n")
+	p := newFakePool(t, Options{Slots: 1}, "ok")
+	code := fmt.Sprintf("logn:%dx10;hang", entries)
+
+	t.Run("deadline", func(t *testing.T) {
+		// The first entry holds the run past the wall deadline and its grace.
+		h := &blockingLogHost{testHost: newTestHost(), onFirst: func() {}, hold: 600 * time.Millisecond}
+		res, err := run(t, p.Pool, code, h, Limits{Wall: 50 * time.Millisecond})
+		if err != nil || res.Err == nil || res.Err.Kind != ErrDeadline {
+			t.Fatalf("%v %+v", err, res)
+		}
+		if res.Logs != wantLogs || res.LogEntries != entries {
+			t.Fatalf("logs kept: %d entries, %q", res.LogEntries, res.Logs)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		h := &blockingLogHost{testHost: newTestHost(), onFirst: cancel, hold: 200 * time.Millisecond}
+		l, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Run(ctx, Job{Code: code}, h)
+		ee := execErr(t, err, CodeCancelled)
+		if ee.Logs != wantLogs {
+			t.Fatalf("logs kept: %q", ee.Logs)
+		}
+	})
+}
+
+// Close while a spare is starting is no start-up failure: no crash is
+// counted and no retry is announced.
+func TestSpares_CloseDuringStartupIsNoCrash(t *testing.T) {
+	p := newFakePool(t, Options{Slots: 1}, "slow")
+	waitFor(t, func() bool { return len(liveChildren()) == 1 })
+	p.Close()
+	if n := counter(t, p.m.crashes.WithLabelValues("startup")); n != 0 {
+		t.Fatalf("startup crashes counted on Close: %v", n)
+	}
+	if strings.Contains(p.logs.String(), "failed before ready") {
+		t.Fatalf("logs:\n%s", p.logs.String())
+	}
+}
+
+// A child that ends its stream before ready but does not exit is killed
+// after the grace, not waited for forever (which also hung Close).
+func TestSpares_ClosedStreamBeforeReadyIsKilled(t *testing.T) {
+	p := newFakePool(t, Options{Slots: 1}, "closeout")
+	waitFor(t, func() bool { return counter(t, p.m.kills.WithLabelValues(killLinger)) >= 1 })
+	waitFor(t, func() bool { return counter(t, p.m.crashes.WithLabelValues("startup")) >= 1 })
+}
+
+// A call frame that arrives once the caller has cancelled never reaches the
+// host (L2), even when the run loop reads it before it sees the cancellation.
+func TestL2_NoHostCallAfterCancel(t *testing.T) {
+	p := newFakePool(t, Options{Slots: 1}, "ok")
+	for range 12 {
+		ctx, cancel := context.WithCancel(context.Background())
+		// Cancel on the log, then hold the run loop while the call frame
+		// that follows the log arrives.
+		h := &blockingLogHost{testHost: newTestHost(), onFirst: cancel, hold: 50 * time.Millisecond}
+		var calls atomic.Int32
+		ch := &countingHost{blockingLogHost: h, calls: &calls}
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Run(ctx, Job{Code: "log:x;call:echo:[1];hang"}, ch)
+		execErr(t, err, CodeCancelled)
+		cancel()
+		if n := calls.Load(); n != 0 {
+			t.Fatalf("host calls after cancel: %d", n)
+		}
+	}
+}
+
+type countingHost struct {
+	*blockingLogHost
+	calls *atomic.Int32
+}
+
+func (h *countingHost) Call(ctx context.Context, provider, fn string, args json.RawMessage) (json.RawMessage, error) {
+	h.calls.Add(1)
+	return h.blockingLogHost.Call(ctx, provider, fn, args)
 }
