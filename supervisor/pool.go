@@ -340,6 +340,10 @@ func (p *Pool) takeChild(ctx context.Context) (*child, error) {
 		return c, nil
 	default:
 	}
+	// Bounded: when children cannot start at all, a caller must not hold its
+	// slot for as long as its context lives.
+	timer := time.NewTimer(p.opts.ReadyTimeout)
+	defer timer.Stop()
 	select {
 	case c := <-p.ready:
 		return c, nil
@@ -347,8 +351,13 @@ func (p *Pool) takeChild(ctx context.Context) (*child, error) {
 		return nil, &ExecError{Code: CodeCancelled, Message: msgCancelledStarting}
 	case <-p.closing:
 		return nil, &ExecError{Code: CodeClosed, Message: msgClosed}
+	case <-timer.C:
+		return nil, errNoChild
 	}
 }
+
+// errNoChild: no sandbox child became ready within ReadyTimeout.
+var errNoChild = errors.New("no sandbox child became ready")
 
 // Acquire admits one execution (L7) or fails with *ExecError:
 // executor_overloaded (queue full, or the wait expired; retryable, with

@@ -293,3 +293,31 @@ func (h *callStartedHost) Call(ctx context.Context, provider, fn string, args js
 	h.onCall()
 	return h.testHost.Call(ctx, provider, fn, args)
 }
+
+// panicHost panics in every host call.
+type panicHost struct{ *testHost }
+
+func (h *panicHost) Call(context.Context, string, string, json.RawMessage) (json.RawMessage, error) {
+	panic("host bug")
+}
+
+// A host function that panics fails that call only; the pool goes on.
+func TestReal_HostPanicFailsThatCallOnly(t *testing.T) {
+	p, lb := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	l, _ := p.Acquire(context.Background())
+	res, err := l.Run(context.Background(), Job{
+		Code:      `async () => { try { await t.boom(); return "no"; } catch (e) { return e.message; } }`,
+		Providers: []Provider{{Name: "t", Functions: []string{"boom"}}},
+	}, &panicHost{testHost: newTestHost()})
+	if err != nil || res.Err != nil || string(res.Value) != `"Host call failed."` {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if !strings.Contains(lb.String(), "host call panicked") {
+		t.Fatalf("panic not logged: %s", lb.String())
+	}
+	res, err = run(t, p, "async () => 9", newTestHost(), Limits{})
+	if err != nil || string(res.Value) != "9" {
+		t.Fatal(err, res)
+	}
+}

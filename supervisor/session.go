@@ -42,6 +42,11 @@ func (l *Lease) Run(ctx context.Context, job Job, host Host) (*Result, error) {
 	}
 	defer p.wg.Done()
 	c, err := p.takeChild(ctx)
+	if errors.Is(err, errNoChild) {
+		p.m.executions.WithLabelValues(outcomeError).Inc()
+		return &Result{Err: &ProgramError{Kind: ErrCrash,
+			Message: fmt.Sprintf("The sandbox did not become ready within %dms.", p.opts.ReadyTimeout.Milliseconds())}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +258,21 @@ func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
 	return res, nil
 }
 
+// callHost runs the host function; a panic in it fails this call only
+// instead of taking the whole server down with an unrecovered goroutine.
+func (s *session) callHost(ctx context.Context, m *ipc.Message) (v json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.p.opts.Logger.Error("host call panicked", "provider", m.Provider, "function", m.Function, "panic", fmt.Sprint(r))
+			v, err = nil, errHostPanic
+		}
+	}()
+	return s.host.Call(ctx, m.Provider, m.Function, m.Args)
+}
+
+// errHostPanic is the guest-visible text of a host function that panicked.
+var errHostPanic = errors.New("Host call failed.")
+
 // call runs one host call on its own goroutine and replies exactly once
 // (unless the run is over: then the child is gone or going, and the guest
 // settles its own pending calls).
@@ -267,7 +287,7 @@ func (s *session) call(ctx context.Context, m *ipc.Message) {
 		// The guest refuses these first; this is the backstop (L6: no address).
 		reply.Err = "Host call arguments exceeded the IPC limit."
 	} else {
-		v, err := s.host.Call(ctx, m.Provider, m.Function, m.Args)
+		v, err := s.callHost(ctx, m)
 		switch {
 		case err != nil:
 			reply.Err = err.Error()

@@ -815,3 +815,17 @@ func (h *countingHost) Call(ctx context.Context, provider, fn string, args json.
 	h.calls.Add(1)
 	return h.blockingLogHost.Call(ctx, provider, fn, args)
 }
+
+// When no child can become ready, a run fails after ReadyTimeout instead of
+// holding its slot for as long as the caller's context lives.
+func TestSpares_RunFailsWhenNoChildBecomesReady(t *testing.T) {
+	p := newFakePool(t, Options{Slots: 1, ReadyTimeout: 200 * time.Millisecond}, "slow")
+	l, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Run(context.Background(), Job{Code: "hang"}, newTestHost())
+	if err != nil || res.Err == nil || res.Err.Kind != ErrCrash || !strings.Contains(res.Err.Message, "did not become ready within 200ms") {
+		t.Fatalf("%v %+v", err, res)
+	}
+}
