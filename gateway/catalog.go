@@ -142,6 +142,7 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 	seen := map[string]bool{}
 	cursor := ""
 	reconnected := false
+	kept := 0 // bytes of tool definitions kept so far
 	for page := 0; ; page++ {
 		if page >= MaxCatalogPages {
 			return nil, errPartialCatalog("too many pages")
@@ -193,6 +194,9 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 			}
 			if len(entry.tools) >= MaxCatalogTools {
 				return nil, errPartialCatalog(fmt.Sprintf("more than %d tools", MaxCatalogTools))
+			}
+			if kept += len(rt); kept > c.g.maxCatalog {
+				return nil, errPartialCatalog(fmt.Sprintf("more than %d bytes of tool definitions", c.g.maxCatalog))
 			}
 			entry.byName[t.Name] = len(entry.tools)
 			entry.tools = append(entry.tools, t)

@@ -73,6 +73,9 @@ type Options struct {
 	// MaxResponseBytes caps one downstream HTTP response body (optional,
 	// added); default MaxResponseBodyBytes.
 	MaxResponseBytes int64
+	// MaxCatalogBytes bounds one catalog's tool definitions across all its
+	// pages (optional); default MaxCatalogBytes.
+	MaxCatalogBytes int
 }
 
 // Gateway is the connector registry and the one invocation path both front
@@ -84,6 +87,7 @@ type Gateway struct {
 	ttl        time.Duration
 	timeout    time.Duration
 	maxBody    int64
+	maxCatalog int
 	connectors map[string]*connector
 	order      []string
 	metrics    *metrics
@@ -130,6 +134,10 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	if g.timeout <= 0 {
 		g.timeout = DefaultCallTimeout
+	}
+	g.maxCatalog = opts.MaxCatalogBytes
+	if g.maxCatalog <= 0 {
+		g.maxCatalog = MaxCatalogBytes
 	}
 	g.maxBody = opts.MaxResponseBytes
 	if g.maxBody <= 0 {

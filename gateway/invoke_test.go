@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -768,5 +769,18 @@ func TestY1_OneDownstreamAttemptPerCall(t *testing.T) {
 				t.Fatalf("%d tools/call POSTs, attempts %d", m.callPOST.Load(), res.Attempts)
 			}
 		})
+	}
+}
+
+// A downstream whose pages add up to more tool definitions than the catalog
+// cap is a failed (partial) catalog, not an unbounded one.
+func TestCatalog_TotalBytesBounded(t *testing.T) {
+	m := newMisbehavingHTTP(t)
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "h", URL: m.url()})
+	env.g.maxCatalog = 200 // the fixture's 20 tools are far more than 200 bytes
+	_, err := env.g.Tools(context.Background(), "h")
+	var ge *Error
+	if !errors.As(err, &ge) || ge.Code != CodeCatalogLookupFailed || !strings.Contains(ge.Message, "more than 200 bytes") {
+		t.Fatalf("want catalog_lookup_failed naming the byte cap, got %v", err)
 	}
 }

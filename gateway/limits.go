@@ -17,6 +17,9 @@ const (
 	MaxCatalogTools = 100_000
 	// MaxCatalogPages stops a downstream that keeps handing out cursors.
 	MaxCatalogPages = 1_000
+	// MaxCatalogBytes bounds the tool definitions one catalog keeps across
+	// all its pages (each page is already cut at MaxResponseBodyBytes).
+	MaxCatalogBytes = 64 << 20
 
 	// MaxResponseBodyBytes caps one downstream HTTP response before it is read
 	// into memory (a 1 GB body is cut off here).
