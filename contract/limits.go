@@ -1,6 +1,6 @@
 package contract
 
-import "time"
+import "github.com/connecta-dev/connecta/gateway"
 
 // Contract bounds, named as the contract names them (L4, L6, E1, R5, M5,
 // DECISIONS.md "Wire and limits").
@@ -10,7 +10,7 @@ const (
 	DefaultMaxHostCalls = 20
 	// DefaultHostCallTimeout is execute.hostCallTimeoutMs: one deadline over
 	// catalog resolution, admission and the connector call (L4).
-	DefaultHostCallTimeout = 15 * time.Second
+	DefaultHostCallTimeout = gateway.DefaultCallTimeout
 	// DefaultMaxEmittedBytes and DefaultMaxEmittedBlocks are M5's budgets.
 	DefaultMaxEmittedBytes  = 4000000
 	DefaultMaxEmittedBlocks = 32

@@ -97,7 +97,7 @@ func New(opts Options) (*Service, error) {
 		Name:        ToolName,
 		Title:       "Execute code",
 		Description: Description(opts.MaxHostCalls, opts.HostCallTimeout, opts.Gateway.Connectors()),
-		InputSchema: json.RawMessage(inputSchema),
+		InputSchema: json.RawMessage(fmt.Sprintf(inputSchemaFormat, opts.MaxCodeBytes)),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(true)},
 	}
 	return s, nil
@@ -108,7 +108,8 @@ func ptr[T any](v T) *T { return &v }
 // Tool is execute_code's definition.
 func (s *Service) Tool() *mcp.Tool { return s.tool }
 
-const inputSchema = `{"type":"object","properties":{"code":{"type":"string","description":"One JavaScript async arrow function, e.g. async () => { const page = await connecta.search({ query: \"issues\" }); return page.tools.map((t) => t.address); }. At most 131072 UTF-8 bytes."},"diagnostics":{"type":"boolean","description":"Add payload-free timing and per-operation aggregates to the response."}},"required":["code"]}`
+// inputSchemaFormat takes the configured code bound (%d).
+const inputSchemaFormat = `{"type":"object","properties":{"code":{"type":"string","description":"One JavaScript async arrow function, e.g. async () => { const page = await connecta.search({ query: \"issues\" }); return page.tools.map((t) => t.address); }. At most %d UTF-8 bytes."},"diagnostics":{"type":"boolean","description":"Add payload-free timing and per-operation aggregates to the response."}},"required":["code"]}`
 
 // input is execute_code's decoded arguments. Unknown keys are ignored.
 type input struct {

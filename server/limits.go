@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/connecta-dev/connecta/gateway"
+)
 
 // Contract bounds and defaults the server applies (spec-meta-tools §1, §2, §4,
 // §7, §12, §14; DECISIONS.md). Named as the contract names them.
@@ -15,7 +19,7 @@ const (
 	// results.maxInlineBytes (calls.maxResultBytes).
 	DefaultMaxInlineBytes = 50000
 	// execute.hostCallTimeoutMs: call_tool's deadline when timeoutMs is absent.
-	DefaultHostCallTimeout = 15000 * time.Millisecond
+	DefaultHostCallTimeout = gateway.DefaultCallTimeout
 	// executor.timeoutMs, the program wall deadline (X1).
 	DefaultExecutionTimeout = 30000 * time.Millisecond
 

@@ -11,9 +11,6 @@ import (
 	"github.com/connecta-dev/connecta/supervisor"
 )
 
-// maxCodeBytes is DECISIONS.md's execute_code source bound (128 KiB UTF-8).
-const maxCodeBytes = 128 << 10
-
 // newCodeTool builds execute_code over the same gateway and discovery the
 // top-level tools use (S6).
 func newCodeTool(cfg *config.Config, gw *gateway.Gateway, disc *discovery.Service, pool *supervisor.Pool, log *slog.Logger) (server.CodeTool, error) {
@@ -25,7 +22,7 @@ func newCodeTool(cfg *config.Config, gw *gateway.Gateway, disc *discovery.Servic
 		HostCallTimeout:  cfg.Execute.HostCallTimeout,
 		MaxEmittedBytes:  int(cfg.Execute.MaxEmittedBytes),
 		MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
-		MaxCodeBytes:     maxCodeBytes,
+		MaxCodeBytes:     contract.DefaultMaxCodeBytes,
 		Identity:         server.RequestIdentity,
 		Logger:           log.With("component", "contract"),
 	})
