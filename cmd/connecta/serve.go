@@ -267,6 +267,7 @@ func codeSnapshot(s supervisor.Snapshot) any {
 // let in-flight requests finish within the grace period, close the executor
 // (programs still running end executor_closed), close connectors.
 func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	applyRuntime(cfg.Runtime, os.LookupEnv, o.log)
 	a, err := build(ctx, cfg, o.log, true)
 	if err != nil {
 		return err
