@@ -232,7 +232,7 @@ func (r Resolver) resolveOne(s segment, baseDir string) (value, reason string) {
 		return r.secretFile(p)
 	case refCredential:
 		if r.CredentialsDir == "" {
-			return "", fmt.Sprintf("credential %s: CREDENTIALS_DIRECTORY is not set (use LoadCredential= in the systemd unit)", s.arg)
+			return "", fmt.Sprintf("credential %s: CREDENTIALS_DIRECTORY is not set (use LoadCredential= in the systemd unit, or --credentials-dir DIR with check and doctor)", s.arg)
 		}
 		return r.secretFile(filepath.Join(r.CredentialsDir, s.arg))
 	}

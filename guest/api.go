@@ -23,9 +23,13 @@
 // below the 2 MiB link-time shadow stack. Guest CPU is the Run goroutine's
 // thread CPU time (Run locks its OS thread), so host waits never count; it
 // is enforced through QuickJS's interrupt handler, which also enforces the
-// wall deadline and the caller's cancellation, and the interrupt is
-// uncatchable. The allocator polls the same handler at large allocations, so
-// a short loop around an expensive allocating builtin is stopped too.
+// wall deadline and the caller's cancellation. Once the handler says stop,
+// the host function traps (a Go panic that unwinds the whole wasm call), so
+// no try/catch/finally in the guest can catch or outlive it; QuickJS's own
+// "uncatchable" error was not enough (a refused allocation while it is
+// decorated replaces it with a catchable out of memory). The allocator polls
+// the same handler at large allocations, so a short loop around an expensive
+// allocating builtin is stopped too.
 //
 // # Known gap: builtins that never poll
 //

@@ -564,10 +564,20 @@ func TestL5_GuestCPUBudget(t *testing.T) {
 		{"expensive builtin in a short loop", "for (let i = 0; i < 1000; i++) 'y'.repeat(25e6);"},
 		{"catching the interrupted allocation", "for (let i = 0; i < 1000; i++) { try { 'y'.repeat(25e6); } catch (e) {} }"},
 		{"sort then spin", "const a = Array.from({length: 300000}, (_, i) => (i * 7919) % 300007); a.sort((x, y) => x - y); for (;;) {}"},
+		// Each retry overflows the stack again and builds a stack-deep
+		// backtrace; the refused allocations that follow the trip used to
+		// turn the interrupt into a catchable out of memory (9-16 s of CPU).
+		{"recursion that catches and retries", "const f = n => { try { return f(n+1) } catch (e) { return f(n+1) } }; return f(0);"},
+		{"recursion that retries in finally", "const f = n => { try { return f(n+1) } finally { return f(n+1) } }; return f(0);"},
+		{"catching everything in a loop", "for (;;) { try { const f = () => f(); f(); } catch (e) {} }"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := runProgram(t, e, nil, Program{Code: tc.code, Limits: Limits{CPUTime: 50 * time.Millisecond, Wall: time.Minute}})
+			const budget = 50 * time.Millisecond
+			out := runProgram(t, e, nil, Program{Code: tc.code, Limits: Limits{CPUTime: budget, Wall: time.Minute}})
 			wantError(t, out, ErrCPU, "Execution exceeded the 50ms guest CPU budget.")
+			if out.CPUTime > budget+250*time.Millisecond {
+				t.Errorf("guest CPU %v: the budget bound %v late", out.CPUTime, out.CPUTime-budget)
+			}
 			assertHealthy(t, e)
 		})
 	}
