@@ -14,12 +14,14 @@ import (
 	"syscall"
 
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 // version is set at link time (-ldflags "-X main.version=…").
 var version = "dev"
 
 func main() {
+	stdioshim.MaybeRun()
 	sandbox.MaybeRunChild()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
