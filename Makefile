@@ -3,10 +3,16 @@ GO ?= go
 
 .PHONY: build test test-long fuzz wasm wasm-verify bench
 
+# Version stamp for `connecta version` (main.version, main.commit); without
+# git, the binary falls back to what Go records, then to "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 # Static binaries: every sandbox child re-executes this one, and a
 # dynamically linked binary pays the loader on each spawn.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/connecta ./cmd/connecta
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sandbox-child ./cmd/sandbox-child
 
 test:
@@ -82,7 +88,7 @@ LOAD_DURATION ?= 10s
 LOAD_CLIENTS ?= 1 4 8
 LOAD_PROGRAMS ?= 1plus1 fivecall
 load:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/connecta ./cmd/connecta
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
 	$(GO) build -o bin/connecta-load ./cmd/connecta-load
 	@tmp=$$(mktemp -d); pid=; \
 	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; fi; rm -rf "$$tmp"' EXIT; \
@@ -95,3 +101,12 @@ load:
 		[ $$? -ge 2 ] && { status=1; tail -20 "$$tmp/serve.log" >&2; }; \
 	done; done; \
 	exit $$status
+
+# --- real OAuth authorization server for tests (test/oidc) ---
+.PHONY: oidc-provider
+
+# oidc-provider: install the pinned oidc-provider (test/oidc/testdata/
+# package-lock.json) that test/oidc starts for the downstream OAuth and
+# inbound identity tests; needs node >= 20.19 and npm.
+oidc-provider:
+	npm ci --prefix test/oidc/testdata --no-audit --no-fund

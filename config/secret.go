@@ -241,7 +241,7 @@ func (r Resolver) resolveOne(s segment, baseDir string) (value, reason string) {
 		return r.secretFile(p)
 	case refCredential:
 		if r.CredentialsDir == "" {
-			return "", fmt.Sprintf("credential %s: CREDENTIALS_DIRECTORY is not set (use LoadCredential= in the systemd unit)", s.arg)
+			return "", fmt.Sprintf("credential %s: CREDENTIALS_DIRECTORY is not set (use LoadCredential= in the systemd unit, or --credentials-dir DIR with check and doctor)", s.arg)
 		}
 		return r.secretFile(filepath.Join(r.CredentialsDir, s.arg))
 	}
@@ -285,4 +285,4 @@ func hasControl(s string) bool {
 }
 
 // clip shortens a user-supplied value for a message.
-func clip(s string) string { return jstext.ClampBytes(s, maxShownValueLen) }
+func clip(s string) string { return jstext.Clamp(s, maxShownValueLen) }

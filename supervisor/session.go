@@ -295,7 +295,7 @@ func (s *session) call(ctx context.Context, m *ipc.Message) {
 				reply.Err = "Host call failed."
 			}
 		case len(v) > MaxHostResultBytes:
-			reply.Err = fmt.Sprintf("Host result from %s exceeds the %d-byte serialized bridge limit.", label, MaxHostResultBytes)
+			reply.Err = ipc.ResultTooLarge(label)
 		case len(v) > 0 && !json.Valid(v):
 			// Spliced into the frame verbatim: it must be JSON.
 			reply.Err = fmt.Sprintf("Host result from %s could not be serialized.", label)

@@ -90,7 +90,7 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns the executor pool")
 	}
-	cfg, err := config.Default(resolver())
+	cfg, err := config.Default(resolver(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestServe_WriteTimeoutCoversConfiguredWaitsAndDeadline(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(path)
+	cfg, err := loadConfig(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
