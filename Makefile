@@ -101,3 +101,12 @@ load:
 		[ $$? -ge 2 ] && { status=1; tail -20 "$$tmp/serve.log" >&2; }; \
 	done; done; \
 	exit $$status
+
+# --- real OAuth authorization server for tests (test/oidc) ---
+.PHONY: oidc-provider
+
+# oidc-provider: install the pinned oidc-provider (test/oidc/testdata/
+# package-lock.json) that test/oidc starts for the downstream OAuth and
+# inbound identity tests; needs node >= 20.19 and npm.
+oidc-provider:
+	npm ci --prefix test/oidc/testdata --no-audit --no-fund

@@ -32,6 +32,7 @@ type Config struct {
 	Catalog    Catalog
 	Results    Results
 	Activity   Activity
+	Runtime    Runtime
 	Connectors []Connector
 
 	warnings []Warning
@@ -104,6 +105,17 @@ type Activity struct {
 	File string // "" = no file; relative paths are resolved against the config file's directory
 }
 
+// Runtime tunes the Go runtime of the serving process (never the sandbox
+// children). A key present in the file overrides GOGC / GOMEMLIMIT; an absent
+// key leaves a set environment variable alone and otherwise takes the
+// default (GC target 400 %, no memory limit).
+type Runtime struct {
+	GCPercent        int   // runtime.gcPercent
+	GCPercentSet     bool  // the key is in the file
+	MemoryLimitBytes int64 // runtime.memoryLimitBytes; 0 = no limit
+	MemoryLimitSet   bool  // the key is in the file
+}
+
 // Connector is one downstream MCP server. Exactly one of URL (remote MCP over
 // streamable HTTP), Command (stdio MCP) or Builtin is set.
 type Connector struct {
@@ -129,6 +141,10 @@ type Connector struct {
 	// The connector still loads; its calls fail auth_required with recovery
 	// operator_config naming the first entry.
 	Missing []MissingCredential
+
+	// Secrets are the values the references in Headers and Env resolved to
+	// (a stdio server's stderr tail is redacted with them).
+	Secrets []Secret
 
 	Line int // line of the connector's entry
 }
@@ -191,6 +207,10 @@ const (
 
 	DefaultActivityRing = 1000
 
+	// The parent allocates mostly short-lived request garbage and keeps a
+	// small live heap, so a higher GC target trades a few MB for less GC CPU.
+	DefaultRuntimeGCPercent = 400
+
 	DefaultConnectorMaxConcurrency = 4
 )
 
@@ -240,6 +260,7 @@ func defaults() *Config {
 			StashMaxBytes:  DefaultResultsStashMaxBytes,
 		},
 		Activity: Activity{Ring: DefaultActivityRing},
+		Runtime:  Runtime{GCPercent: DefaultRuntimeGCPercent},
 	}
 }
 

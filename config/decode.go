@@ -407,7 +407,7 @@ const (
 	maxTitleBs = 4096
 )
 
-var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "connectors"}
+var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "connectors"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -506,6 +506,13 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 				}
 			}
 		})
+	}
+	if e, ok := fs["runtime"]; ok {
+		x := &c.Runtime
+		d.section(e.val, "runtime", []numField{
+			{"gcPercent", 10, 10_000, func(v int64) { x.GCPercent, x.GCPercentSet = int(v), true }},
+			{"memoryLimitBytes", 0, 1 << 50, func(v int64) { x.MemoryLimitBytes, x.MemoryLimitSet = v, true }},
+		}, nil, nil)
 	}
 	if e, ok := fs["connectors"]; ok {
 		d.connectors(e.val, c)
@@ -901,7 +908,7 @@ func (d *decoder) env(n *yaml.Node, path string, c *Connector) {
 // resolveConnectorValue resolves a connector header/env value. Failures do
 // not refuse the file: they are recorded on the connector (Missing).
 func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field string, c *Connector, bad func(string) bool) (string, bool) {
-	value, missing := d.r.resolve(segs, d.baseDir)
+	value, parts, missing := d.r.resolveParts(segs, d.baseDir)
 	for _, m := range missing {
 		c.Missing = append(c.Missing, MissingCredential{Reference: m.raw, Field: field, Reason: m.reason, Line: n.Line})
 	}
@@ -922,6 +929,9 @@ func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field stri
 		}
 		c.Missing = append(c.Missing, MissingCredential{Reference: ref, Field: field, Reason: "resolves to a value with control characters", Line: n.Line})
 		return "", false
+	}
+	for _, p := range parts {
+		c.Secrets = append(c.Secrets, NewSecret(p))
 	}
 	return value, true
 }

@@ -35,7 +35,7 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 	if err != nil {
 		// An id the stash does not hold is the caller's argument (DECISIONS).
 		return failureResult(gateway.Errorf(gateway.CodeInvalidArgs, false,
-			"Unknown or expired result id %s", quote(jstext.ClampBytes(id, MaxEchoBytes)))), nil
+			"Unknown or expired result id %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)))), nil
 	}
 	return jsonResult(page), nil
 }

@@ -200,6 +200,9 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 				spec.Env[e.Name] = e.Value.Reveal()
 			}
 		}
+		for _, v := range c.Secrets {
+			spec.Secrets = append(spec.Secrets, v.Reveal())
+		}
 		if len(c.Missing) > 0 {
 			spec.MissingCredential = c.Missing[0].Reference
 		}
@@ -272,6 +275,7 @@ func codeSnapshot(s supervisor.Snapshot) any {
 // let in-flight requests finish within the grace period, close the executor
 // (programs still running end executor_closed), close connectors.
 func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	applyRuntime(cfg.Runtime, os.LookupEnv, o.log)
 	// Bind first: a taken address fails before any child is spawned.
 	var ln net.Listener
 	if !o.stdio {
