@@ -112,3 +112,29 @@ func TestSyntaxErrorNamesLineAndColumnOverMCP(t *testing.T) {
 		t.Fatalf("got %q, want %q", textOf(t, res), want)
 	}
 }
+
+// TestRecoveryEchoesUseTheIdentityClamps: a caller-authored address or tool
+// name echoed in a refusal keeps its first 257 / 128 bytes on a character
+// boundary, then "…" (DECISIONS "Identity clamps"); the derived recovery
+// query keeps 512.
+func TestRecoveryEchoesUseTheIdentityClamps(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(t, "")
+	long := strings.Repeat("é", 400) // 800 bytes, 2 per character
+	e := failureOf(t, call(t, cs, "call_tool", `{"address":"down.`+long+`"}`))
+	if want := `Unknown tool "` + strings.Repeat("é", 64) + `…" on connector "down"`; e["code"] != "unknown_tool" || e["message"] != want {
+		t.Fatalf("unknown_tool message %q", e["message"])
+	}
+	q := e["nextAction"].(map[string]any)["arguments"].(map[string]any)["query"].(string)
+	if q != strings.Repeat("é", 256)+"…" {
+		t.Fatalf("recovery query is %d bytes", len(q))
+	}
+	e = failureOf(t, call(t, cs, "call_tool", `{"address":"x`+long+`.y"}`))
+	if want := `Unknown address "x` + strings.Repeat("é", 128) + `…"`; e["code"] != "unknown_address" || e["message"] != want {
+		t.Fatalf("unknown_address message %q", e["message"])
+	}
+	e = failureOf(t, call(t, cs, "authorize_connector", `{"connector":"`+long+`"}`))
+	if want := `Unknown connector "` + strings.Repeat("é", 64) + `…"`; e["message"] != want {
+		t.Fatalf("authorize message %q", e["message"])
+	}
+}
