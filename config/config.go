@@ -32,6 +32,7 @@ type Config struct {
 	Catalog    Catalog
 	Results    Results
 	Activity   Activity
+	Runtime    Runtime
 	Connectors []Connector
 
 	warnings []Warning
@@ -68,7 +69,9 @@ type Executor struct {
 	Concurrency       int // slots
 	MaxQueueSize      int // 0 = fail fast when every slot is busy
 	QueueTimeout      time.Duration
-	Spares            int           // warm children kept ready
+	Spares            int           // warm children kept ready at least; 0 = none
+	MaxSpares         int           // grown toward demand (after a miss) up to this; ≥ Spares
+	SpareIdle         time.Duration // a spare above Spares unused this long is discarded
 	Timeout           time.Duration // wall deadline per program (X1)
 	CPUTime           time.Duration // guest CPU per program
 	MemoryLimitBytes  int64
@@ -104,6 +107,17 @@ type Activity struct {
 	File string // "" = no file; relative paths are resolved against the config file's directory
 }
 
+// Runtime tunes the Go runtime of the serving process (never the sandbox
+// children). A key present in the file overrides GOGC / GOMEMLIMIT; an absent
+// key leaves a set environment variable alone and otherwise takes the
+// default (GC target 400 %, no memory limit).
+type Runtime struct {
+	GCPercent        int   // runtime.gcPercent
+	GCPercentSet     bool  // the key is in the file
+	MemoryLimitBytes int64 // runtime.memoryLimitBytes; 0 = no limit
+	MemoryLimitSet   bool  // the key is in the file
+}
+
 // Connector is one downstream MCP server. Exactly one of URL (remote MCP over
 // streamable HTTP), Command (stdio MCP) or Builtin is set.
 type Connector struct {
@@ -129,6 +143,10 @@ type Connector struct {
 	// The connector still loads; its calls fail auth_required with recovery
 	// operator_config naming the first entry.
 	Missing []MissingCredential
+
+	// Secrets are the values the references in Headers and Env resolved to
+	// (a stdio server's stderr tail is redacted with them).
+	Secrets []Secret
 
 	Line int // line of the connector's entry
 }
@@ -173,6 +191,8 @@ const (
 	DefaultExecutorMaxQueueSize      = 32
 	DefaultExecutorQueueTimeout      = 5000 * time.Millisecond
 	DefaultExecutorSpares            = 2
+	DefaultExecutorMaxSpares         = 8 // raised to spares when only spares is set above it
+	DefaultExecutorSpareIdle         = 30000 * time.Millisecond
 	DefaultExecutorTimeout           = 30000 * time.Millisecond
 	DefaultExecutorCPUTime           = 250 * time.Millisecond
 	DefaultExecutorMemoryLimitBytes  = 64 << 20 // 67,108,864
@@ -190,6 +210,10 @@ const (
 	DefaultResultsStashMaxBytes  = 64 << 20 // 67,108,864
 
 	DefaultActivityRing = 1000
+
+	// The parent allocates mostly short-lived request garbage and keeps a
+	// small live heap, so a higher GC target trades a few MB for less GC CPU.
+	DefaultRuntimeGCPercent = 400
 
 	DefaultConnectorMaxConcurrency = 4
 )
@@ -222,6 +246,8 @@ func defaults() *Config {
 			MaxQueueSize:      DefaultExecutorMaxQueueSize,
 			QueueTimeout:      DefaultExecutorQueueTimeout,
 			Spares:            DefaultExecutorSpares,
+			MaxSpares:         DefaultExecutorMaxSpares,
+			SpareIdle:         DefaultExecutorSpareIdle,
 			Timeout:           DefaultExecutorTimeout,
 			CPUTime:           DefaultExecutorCPUTime,
 			MemoryLimitBytes:  DefaultExecutorMemoryLimitBytes,
@@ -240,6 +266,7 @@ func defaults() *Config {
 			StashMaxBytes:  DefaultResultsStashMaxBytes,
 		},
 		Activity: Activity{Ring: DefaultActivityRing},
+		Runtime:  Runtime{GCPercent: DefaultRuntimeGCPercent},
 	}
 }
 

@@ -407,7 +407,7 @@ const (
 	maxTitleBs = 4096
 )
 
-var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "connectors"}
+var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "connectors"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -454,6 +454,8 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"maxQueueSize", 0, maxQueue, intInto(&x.MaxQueueSize)},
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&x.QueueTimeout)},
 			{"spares", 0, 64, intInto(&x.Spares)},
+			{"maxSpares", 0, 64, intInto(&x.MaxSpares)},
+			{"spareIdleMs", 1, maxMs, msInto(&x.SpareIdle)},
 			{"timeoutMs", 1, maxMs, msInto(&x.Timeout)},
 			{"cpuTimeMs", 1, maxMs, msInto(&x.CPUTime)},
 			{"memoryLimitBytes", 1 << 20, 4 * gib, i64Into(&x.MemoryLimitBytes)},
@@ -462,6 +464,13 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			if e, ok := fs["cacheDir"]; ok {
 				if s, ok := d.path(e.val, "executor.cacheDir"); ok {
 					x.CacheDir = s
+				}
+			}
+			if x.MaxSpares < x.Spares {
+				if se, ok := fs["maxSpares"]; ok {
+					d.fail(se.val, "executor.maxSpares", "%d is below executor.spares (%d)", x.MaxSpares, x.Spares)
+				} else {
+					x.MaxSpares = x.Spares // only spares was raised: no growth above it
 				}
 			}
 			if x.MaxStackSizeBytes > x.MemoryLimitBytes {
@@ -506,6 +515,13 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 				}
 			}
 		})
+	}
+	if e, ok := fs["runtime"]; ok {
+		x := &c.Runtime
+		d.section(e.val, "runtime", []numField{
+			{"gcPercent", 10, 10_000, func(v int64) { x.GCPercent, x.GCPercentSet = int(v), true }},
+			{"memoryLimitBytes", 0, 1 << 50, func(v int64) { x.MemoryLimitBytes, x.MemoryLimitSet = v, true }},
+		}, nil, nil)
 	}
 	if e, ok := fs["connectors"]; ok {
 		d.connectors(e.val, c)
@@ -901,7 +917,7 @@ func (d *decoder) env(n *yaml.Node, path string, c *Connector) {
 // resolveConnectorValue resolves a connector header/env value. Failures do
 // not refuse the file: they are recorded on the connector (Missing).
 func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field string, c *Connector, bad func(string) bool) (string, bool) {
-	value, missing := d.r.resolve(segs, d.baseDir)
+	value, parts, missing := d.r.resolveParts(segs, d.baseDir)
 	for _, m := range missing {
 		c.Missing = append(c.Missing, MissingCredential{Reference: m.raw, Field: field, Reason: m.reason, Line: n.Line})
 	}
@@ -922,6 +938,9 @@ func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field stri
 		}
 		c.Missing = append(c.Missing, MissingCredential{Reference: ref, Field: field, Reason: "resolves to a value with control characters", Line: n.Line})
 		return "", false
+	}
+	for _, p := range parts {
+		c.Secrets = append(c.Secrets, NewSecret(p))
 	}
 	return value, true
 }

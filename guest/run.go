@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -61,6 +62,7 @@ type run struct {
 
 	logs      []string
 	hostCalls int
+	origin    origin // where the evaluated source sits in the caller's code
 
 	mu      sync.Mutex
 	done    bool
@@ -115,8 +117,13 @@ func (r *run) enter(f api.Function, params ...uint64) (uint64, error) {
 	return res[0], nil
 }
 
-// shouldInterrupt answers QuickJS's interrupt handler. Once it says yes it
-// keeps saying yes, so a program cannot catch its way out.
+// errInterrupted is the panic that ends a guest call once shouldInterrupt
+// said yes (see the should_interrupt host function).
+var errInterrupted = errors.New("guest: interrupted")
+
+// shouldInterrupt answers QuickJS's interrupt handler and the allocator's
+// poll. Once it says yes it keeps saying yes; the host function turns a yes
+// into a trap, so a program cannot catch its way out.
 func (r *run) shouldInterrupt() bool {
 	if r.tripped != "" {
 		return true
@@ -160,7 +167,7 @@ func (r *run) withBytes(b []byte, f func(ptr, n uint32) (uint64, error)) (uint64
 	return f(ptr, uint32(len(b)))
 }
 
-var errGuestOOM = fmt.Errorf("out of memory")
+var errGuestOOM error = guestError("out of memory")
 
 const replyTooLarge = "Host result could not be delivered: the sandbox is out of memory."
 
@@ -255,7 +262,9 @@ func (r *run) execute(cfg []byte, prelude, code string) *Outcome {
 			return r.setupFailure(st)
 		}
 	}
-	st, err = r.withBytes([]byte(Normalize(code)), func(p, n uint32) (uint64, error) {
+	src, origin := normalize(code)
+	r.origin = origin
+	st, err = r.withBytes([]byte(src), func(p, n uint32) (uint64, error) {
 		return r.enter(r.fRun, uint64(p), uint64(n))
 	})
 	if err != nil {
@@ -351,7 +360,7 @@ func (r *run) final(st uint64) *Outcome {
 	case stThrown:
 		return failure(ErrThrown, r.output())
 	case stSyntax:
-		return failure(ErrSyntax, r.output())
+		return failure(ErrSyntax, r.origin.syntaxMessage(r.output()))
 	case stOOM:
 		return failure(ErrOutOfMemory, r.output())
 	case stResult:

@@ -2,6 +2,11 @@
 // them: lengths in UTF-16 code units, cuts that never split a surrogate pair
 // or a UTF-8 sequence, and JSON as JSON.stringify writes it.
 //
+// It is the one home of clipping: Clamp (UTF-8 bytes kept, then Marker),
+// ClampUnits (UTF-16 code units, Marker included) and ClampPoints (code
+// points, Marker included). Every clipped text in the repository goes
+// through one of them.
+//
 // It imports nothing of ours, so every layer (contract, server, config, the
 // gateway leaves) may use it without breaking the dependency directions.
 package jstext
@@ -12,8 +17,20 @@ import (
 	"unicode/utf8"
 )
 
-// Marker ends text that ClampBytes clipped.
+// Marker ends text that a clamp clipped.
 const Marker = "…"
+
+// Identity clamps (docs/DECISIONS.md "Identity clamps", V3 and S4): the UTF-8
+// bytes Clamp keeps of a caller-influenced identity before Marker.
+const (
+	// MaxIdentityBytes is a connectorId or toolName.
+	MaxIdentityBytes = 128
+	// MaxAddressBytes is an address: two identities and the dot.
+	MaxAddressBytes = 2*MaxIdentityBytes + 1
+	// MaxEchoBytes is caller-authored text echoed back, such as a describe
+	// address that did not resolve (S4) or a query (E7).
+	MaxEchoBytes = 512
+)
 
 // Len is the JavaScript length of s: its UTF-16 code units.
 func Len(s string) int {
@@ -52,19 +69,50 @@ func Prefix(s string, n int) string {
 	return s
 }
 
-// ClampBytes keeps at most n bytes of s, cut back to a code point start so
-// the clamp never manufactures U+FFFD, and appends Marker when it clipped (a
-// clipped result is at most n+len(Marker) bytes). Short text is returned
-// exact and unmarked.
-func ClampBytes(s string, n int) string {
-	if len(s) <= n {
+// Clamp is the identity clamp: s as valid UTF-8 (each invalid byte becomes
+// U+FFFD), and when that is longer than n bytes, its first n bytes cut back
+// to a character boundary followed by Marker (so at most n+len(Marker)
+// bytes). Short valid text comes back unchanged and unmarked. Work is bounded
+// by n, not by len(s).
+func Clamp(s string, n int) string {
+	n = max(n, 0)
+	if len(s) <= n && utf8.ValidString(s) {
 		return s
 	}
-	cut := max(n, 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	var b []byte
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:]) // an invalid byte decodes as U+FFFD, size 1
+		if len(b)+utf8.RuneLen(r) > n {
+			return string(b) + Marker
+		}
+		b = utf8.AppendRune(b, r)
+		i += size
 	}
-	return s[:cut] + Marker
+	return string(b)
+}
+
+// ClampUnits bounds s to n UTF-16 code units, Marker included as the last
+// one when it clipped; it never splits a surrogate pair. The bool reports a
+// clip.
+func ClampUnits(s string, n int) (string, bool) {
+	if Len(s) <= n {
+		return s, false
+	}
+	return Prefix(s, n-1) + Marker, true
+}
+
+// ClampPoints bounds s to n code points, Marker included as the last one
+// when it clipped. The bool reports a clip.
+func ClampPoints(s string, n int) (string, bool) {
+	k := 0
+	for i := range s {
+		if k == n-1 && utf8.RuneCountInString(s[i:]) > 1 {
+			return s[:i] + Marker, true
+		}
+		k++
+	}
+	return s, false
 }
 
 // AppendQuote appends s quoted the way JSON.stringify quotes a string: only
@@ -116,9 +164,9 @@ func AppendQuote(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// Marshal is json.Marshal without HTML escaping: '<', '>' and '&' stay
-// literal, as JSON.stringify writes them. (encoding/json still escapes
-// U+2028 and U+2029.) The result is compact and has no trailing newline.
+// Marshal is json.Marshal as JSON.stringify writes: no HTML escaping ('<',
+// '>' and '&' stay literal) and U+2028/U+2029 raw. The result is compact
+// and has no trailing newline.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -126,5 +174,39 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return JSStyle(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// JSStyle rewrites Go encoder output to JavaScript's: Go escapes U+2028 and
+// U+2029 even with HTML escaping off, JSON.stringify does not.
+func JSStyle(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			if out != nil {
+				out = append(out, b[i])
+			}
+			continue
+		}
+		if b[i+1] == 'u' && i+5 < len(b) && b[i+2] == '2' && b[i+3] == '0' && b[i+4] == '2' && (b[i+5] == '8' || b[i+5] == '9') {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)), b[:i]...)
+			}
+			if b[i+5] == '8' {
+				out = append(out, "\u2028"...)
+			} else {
+				out = append(out, "\u2029"...)
+			}
+			i += 5
+			continue
+		}
+		if out != nil {
+			out = append(out, b[i], b[i+1])
+		}
+		i++ // skip the escaped byte so `\\u2028` stays literal
+	}
+	if out == nil {
+		return b
+	}
+	return out
 }

@@ -17,8 +17,10 @@ type metrics struct {
 	duration             prometheus.Histogram
 	spawnDuration        prometheus.Histogram
 	spares               prometheus.Gauge
+	sparesMinimum        prometheus.Gauge
+	sparesTarget         prometheus.Gauge
 	busy                 prometheus.Gauge
-	kills                *prometheus.CounterVec // reason: deadline|cancel|shutdown|protocol|linger|startup
+	kills                *prometheus.CounterVec // reason: deadline|cpu_budget|cancel|shutdown|protocol|linger|startup
 	crashes              *prometheus.CounterVec // phase: startup|run
 	guestCPU             prometheus.Histogram
 	guestHeap            prometheus.Histogram
@@ -42,7 +44,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		spawnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "connecta_sandbox_spawn_duration_seconds",
 			Help: "Child spawn to ready.", Buckets: latency}),
 		spares: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_spares", Help: "Children ready and idle."}),
-		busy:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_busy", Help: "Children running a program."}),
+		sparesMinimum: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_spares_minimum",
+			Help: "Warm children the pool keeps at least (executor.spares)."}),
+		sparesTarget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_spares_target",
+			Help: "Warm children the pool keeps now: the minimum, grown toward demand up to executor.maxSpares."}),
+		busy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_busy", Help: "Children running a program."}),
 		kills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "connecta_sandbox_kills_total",
 			Help: "Children killed by reason."}, []string{"reason"}),
 		crashes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "connecta_sandbox_crashes_total",
@@ -58,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []string{outcomeOK, outcomeError, outcomeDeadline, outcomeCrash, outcomeProtocol, outcomeCancelled, outcomeClosed} {
 		m.executions.WithLabelValues(o)
 	}
-	for _, r := range []string{killDeadline, killCancel, killShutdown, killProtocol, killLinger, killStartup} {
+	for _, r := range []string{killDeadline, killCPUBudget, killCancel, killShutdown, killProtocol, killLinger, killStartup} {
 		m.kills.WithLabelValues(r)
 	}
 	m.crashes.WithLabelValues("startup")
@@ -67,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.slots, m.inUse, m.queued, m.queueWait, m.admissions, m.rejections,
-		m.executions, m.duration, m.spawnDuration, m.spares, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap} {
+		m.executions, m.duration, m.spawnDuration, m.spares, m.sparesMinimum, m.sparesTarget, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("supervisor: registering metrics: %w", err)
 		}
@@ -85,10 +91,11 @@ const (
 	outcomeCancelled = "cancelled"
 	outcomeClosed    = "closed"
 
-	killDeadline = "deadline"
-	killCancel   = "cancel"
-	killShutdown = "shutdown"
-	killProtocol = "protocol"
-	killLinger   = "linger"  // did not exit after done
-	killStartup  = "startup" // not ready in time, or broke the protocol before ready
+	killDeadline  = "deadline"
+	killCPUBudget = "cpu_budget" // over the guest CPU budget + cpuGrace (cpuWatch)
+	killCancel    = "cancel"
+	killShutdown  = "shutdown"
+	killProtocol  = "protocol"
+	killLinger    = "linger"  // did not exit after done
+	killStartup   = "startup" // not ready in time, or broke the protocol before ready
 )

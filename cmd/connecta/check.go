@@ -19,19 +19,24 @@ import (
 // doctorTimeout bounds each doctor probe (spec-meta-tools §14: 10 s).
 const doctorTimeout = 10 * time.Second
 
+// credentialsDirUsage: outside systemd there is no $CREDENTIALS_DIRECTORY,
+// so check and doctor take the directory holding the credential files.
+const credentialsDirUsage = "directory of credential files for ${credential:NAME} (default: $CREDENTIALS_DIRECTORY)"
+
 // cmdCheck validates a configuration: every refusal is printed as
 // file:line: field: message and the exit status is 1.
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", stderr)
+	fs := newFlagSet("check", stdout, stderr)
 	configPath := fs.String("config", "", "configuration file to check")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if *configPath == "" {
 		fmt.Fprintln(stderr, "connecta check: --config FILE is required")
 		return 2
 	}
-	cfg, err := config.Load(*configPath, resolver())
+	cfg, err := config.Load(*configPath, resolver(*credentialsDir))
 	if err != nil {
 		printRefusals(stderr, err)
 		return 1
@@ -57,16 +62,17 @@ func printRefusals(w io.Writer, err error) {
 // cmdDoctor checks the configuration, every connector's reachability (a
 // catalog listing) and the executor (execute_code running `async () => 42`).
 func cmdDoctor(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("doctor", stderr)
+	fs := newFlagSet("doctor", stdout, stderr)
 	configPath := fs.String("config", "", "configuration file (default: the embedded configuration)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "[connecta] "+format+"\n", a...)
 		return 1
 	}
-	cfg, err := loadConfig(*configPath)
+	cfg, err := loadConfig(*configPath, *credentialsDir)
 	if err != nil {
 		printRefusals(stderr, err)
 		return fail("configuration refused")
@@ -97,6 +103,13 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 				code = string(gerr.Code) + ": "
 			}
 			fmt.Fprintf(stdout, "connector %s: FAILED %s%s\n", c.ID, code, err.Error())
+			// A stdio server's own words (redacted) are for the operator.
+			if tail := strings.TrimRight(a.gateway.StderrTail(c.ID), "\n"); tail != "" {
+				fmt.Fprintf(stdout, "connector %s: stderr (last %d bytes at most):\n", c.ID, gateway.StderrTailBytes)
+				for _, line := range strings.Split(tail, "\n") {
+					fmt.Fprintf(stdout, "  | %s\n", line)
+				}
+			}
 			continue
 		}
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))

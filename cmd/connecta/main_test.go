@@ -17,12 +17,15 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestMain(m *testing.M) {
+	stdioshim.MaybeRun()
 	sandbox.MaybeRunChild()
+	runTestMode()
 	os.Exit(m.Run())
 }
 
@@ -87,7 +90,7 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns the executor pool")
 	}
-	cfg, err := config.Default(resolver())
+	cfg, err := config.Default(resolver(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +204,7 @@ func TestServe_WriteTimeoutCoversConfiguredWaitsAndDeadline(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(path)
+	cfg, err := loadConfig(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}

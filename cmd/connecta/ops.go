@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -31,17 +30,6 @@ func newLogger(w io.Writer) *slog.Logger {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// buildVersion is the link-time version, else the module version.
-func buildVersion() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return version
 }
 
 // notifier speaks sd_notify (READY=1, STOPPING=1, WATCHDOG=1) when systemd

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,16 +38,20 @@ const (
 )
 
 // resolver resolves secret references from this process's environment and
-// systemd's credentials directory.
-func resolver() config.Resolver {
-	return config.Resolver{LookupEnv: os.LookupEnv, CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")}
+// a credentials directory: credentialsDir when given (`check` and `doctor`
+// outside systemd), else systemd's $CREDENTIALS_DIRECTORY.
+func resolver(credentialsDir string) config.Resolver {
+	if credentialsDir == "" {
+		credentialsDir = os.Getenv("CREDENTIALS_DIRECTORY")
+	}
+	return config.Resolver{LookupEnv: os.LookupEnv, CredentialsDir: credentialsDir}
 }
 
-func loadConfig(path string) (*config.Config, error) {
+func loadConfig(path, credentialsDir string) (*config.Config, error) {
 	if path == "" {
-		return config.Default(resolver())
+		return config.Default(resolver(credentialsDir))
 	}
-	return config.Load(path, resolver())
+	return config.Load(path, resolver(credentialsDir))
 }
 
 type serveOptions struct {
@@ -195,6 +200,9 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 				spec.Env[e.Name] = e.Value.Reveal()
 			}
 		}
+		for _, v := range c.Secrets {
+			spec.Secrets = append(spec.Secrets, v.Reveal())
+		}
 		if len(c.Missing) > 0 {
 			spec.MissingCredential = c.Missing[0].Reference
 		}
@@ -233,6 +241,8 @@ func supervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Regi
 		MaxQueue:     e.MaxQueueSize,
 		QueueTimeout: e.QueueTimeout,
 		Spares:       e.Spares,
+		MaxSpares:    e.MaxSpares,
+		SpareIdle:    e.SpareIdle,
 		Limits: supervisor.Limits{
 			Wall: e.Timeout, CPUTime: e.CPUTime,
 			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
@@ -267,6 +277,16 @@ func codeSnapshot(s supervisor.Snapshot) any {
 // let in-flight requests finish within the grace period, close the executor
 // (programs still running end executor_closed), close connectors.
 func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	applyRuntime(cfg.Runtime, os.LookupEnv, o.log)
+	// Bind first: a taken address fails before any child is spawned.
+	var ln net.Listener
+	if !o.stdio {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return listenError(cfg.Listen, err)
+		}
+		defer ln.Close()
+	}
 	a, err := build(ctx, cfg, o.log, true)
 	if err != nil {
 		return err
@@ -283,10 +303,6 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	srv := a.server.HTTPServer(cfg.Listen)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -320,4 +336,12 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	<-errc
 	o.log.Info("stopped")
 	return nil
+}
+
+// listenError says how to pick another address when this one is taken.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen %s: address already in use: another process holds it; stop it, or choose another address with --listen HOST:PORT or `listen:` in the configuration file", addr)
+	}
+	return fmt.Errorf("listen %s: %w", addr, err)
 }

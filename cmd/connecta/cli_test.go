@@ -1,0 +1,124 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Every command answers -h, --help and `connecta help <command>` with its
+// usage on stdout and exit 0; the bare forms list every command.
+func TestCLI_HelpOnEveryCommandExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "help"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 || !strings.Contains(out, "usage: connecta [command]") {
+			t.Errorf("%v: exit %d\nstdout %s\nstderr %s", args, code, out, errOut)
+		}
+		for _, c := range commands() {
+			if !strings.Contains(out, c.synopsis) {
+				t.Errorf("%v: command list misses %q", args, c.synopsis)
+			}
+		}
+	}
+	for _, c := range commands() {
+		if c.name == "help" {
+			continue
+		}
+		want := "usage: connecta " + c.synopsis
+		for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
+			code, out, errOut := runCLI(args...)
+			if code != 0 || !strings.HasPrefix(out, want) || errOut != "" {
+				t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, code, out, errOut)
+			}
+		}
+	}
+	if code, _, errOut := runCLI("help", "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("help frobnicate: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCLI("serve", "--bogus"); code != 2 || !strings.Contains(errOut, "usage: connecta serve") {
+		t.Errorf("serve --bogus: exit %d, stderr %q", code, errOut)
+	}
+}
+
+var versionLine = regexp.MustCompile(`^connecta (\S+) \(([^,]+), (go\S+)\)\n$`)
+
+// An unstamped binary still prints the pinned shape, with Go's version.
+func TestCLI_VersionShapeBothSpellings(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := runCLI(args...)
+		m := versionLine.FindStringSubmatch(out)
+		if code != 0 || m == nil || m[3] != runtime.Version() {
+			t.Fatalf("%v: exit %d, %q does not match %s", args, code, out, versionLine)
+		}
+	}
+}
+
+// `make build` stamps version and commit through -ldflags -X; the binary
+// prints exactly what was stamped.
+func TestCLI_VersionStampedByLdflags(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "connecta")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin,
+		"-ldflags", "-X main.version=v9.8.7 -X main.commit=0123abcd", ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "connecta v9.8.7 (0123abcd, " + runtime.Version() + ")\n"
+	if string(out) != want {
+		t.Fatalf("got %q, want %q", out, want)
+	}
+	// The Makefile passes the same two symbols.
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "-X main.version=$(VERSION) -X main.commit=$(COMMIT)") {
+		t.Fatal("Makefile's build does not stamp main.version and main.commit")
+	}
+}
+
+// A taken address fails before anything is spawned and names both ways to
+// choose another.
+func TestServe_AddressInUseNamesListenFlagAndKey(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, errOut := runCLI("serve", "--listen", ln.Addr().String())
+	if code != 1 || !strings.Contains(errOut, "address already in use") ||
+		!strings.Contains(errOut, "--listen") || !strings.Contains(errOut, "`listen:`") {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+}
+
+// Outside systemd, --credentials-dir supplies the files ${credential:NAME}
+// reads; without it check refuses and says what is missing.
+func TestCheck_CredentialsDirResolvesCredentialReferences(t *testing.T) {
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "connecta-token"), []byte("s3cret-token-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "listen: 127.0.0.1:0\nauth:\n  tokens:\n    - name: laptop\n      token: ${credential:connecta-token}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI("check", "--config", path); code != 1 || !strings.Contains(errOut, "CREDENTIALS_DIRECTORY") {
+		t.Fatalf("without --credentials-dir: exit %d, stderr %s", code, errOut)
+	}
+	code, out, errOut := runCLI("check", "--config", path, "--credentials-dir", dir)
+	if code != 0 || strings.Contains(out+errOut, "s3cret") {
+		t.Fatalf("with --credentials-dir: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}

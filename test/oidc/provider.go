@@ -1,0 +1,348 @@
+// Package oidctest runs a real OAuth 2.1 / OpenID Connect authorization
+// server for tests: the npm package oidc-provider (pinned by
+// testdata/package-lock.json, installed by `make oidc-provider`) on a free
+// 127.0.0.1 port, with dynamic client registration, PKCE, refresh tokens,
+// revocation and resource indicators. It also serves a real go-sdk MCP
+// server protected by it (see [NewProtectedServer]).
+//
+// Tests use it as a downstream's authorization server (downstream OAuth) and
+// as connecta's own identity provider (inbound OIDC, the console). Without
+// node or the installed package a test that starts it skips, unless
+// CONNECTA_REQUIRE_OIDC_PROVIDER=1 (CI), where a missing piece fails it.
+package oidctest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	// RequireEnv makes a missing node or package a failure (set by CI).
+	RequireEnv  = "CONNECTA_REQUIRE_OIDC_PROVIDER"
+	packageName = "oidc-provider"
+	startWait   = 30 * time.Second
+)
+
+// Account is a user the scripted login accepts (by its map key, the subject).
+type Account struct {
+	Email         string   `json:"email,omitempty"`
+	EmailVerified bool     `json:"email_verified"`
+	Name          string   `json:"name,omitempty"`
+	Groups        []string `json:"groups,omitempty"`
+}
+
+// Client is a statically registered client.
+type Client struct {
+	ID           string   `json:"client_id"`
+	Secret       string   `json:"client_secret,omitempty"`
+	RedirectURIs []string `json:"redirect_uris"`
+	GrantTypes   []string `json:"grant_types,omitempty"`
+	// AuthMethod is token_endpoint_auth_method (default client_secret_basic;
+	// "none" for a public client).
+	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
+}
+
+// Options configure one provider. Zero values take the defaults named.
+type Options struct {
+	// AccessTokenTTL is every access token's lifetime (default 5 minutes;
+	// whole seconds, at least 1).
+	AccessTokenTTL time.Duration
+	// RefreshTokenTTL bounds refresh tokens and grants (default 24 hours).
+	RefreshTokenTTL time.Duration
+	// Accounts the login accepts; default one, "alice" (alice@example.com,
+	// verified).
+	Accounts map[string]Account
+	// Clients registered statically; dynamic registration is always open.
+	Clients []Client
+	// Resources, when set, are the only resource indicators accepted;
+	// otherwise any resource gets JWT access tokens with it as audience.
+	Resources []string
+	// ResourceScopes are the scopes a resource accepts (default mcp:tools).
+	ResourceScopes []string
+	// ClientIDMetadataDocument enables client ID metadata documents
+	// (client IDs that are HTTPS URLs).
+	ClientIDMetadataDocument bool
+}
+
+// Provider is one running oidc-provider process.
+type Provider struct {
+	// Issuer is the authorization server's issuer URL (http://127.0.0.1:PORT).
+	Issuer string
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	once  sync.Once
+	done  chan struct{}
+	log   *lockedBuffer
+}
+
+// Missing skips t, or fails it when RequireEnv is set.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("%s (%s=1 requires it; run `make oidc-provider`)", msg, RequireEnv)
+	}
+	t.Skipf("%s; install node >= 20.19 and run `make oidc-provider` (skipping)", msg)
+}
+
+// testdataDir is this package's testdata directory, found from the source
+// file so that tests in any package can start the provider.
+func testdataDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "testdata")
+}
+
+// Start runs a provider for the duration of t (or skips, see [Missing]).
+func Start(t testing.TB, opts Options) *Provider {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "node is not on PATH")
+	}
+	out, err := exec.Command(node, "-e", `const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)`).CombinedOutput()
+	if err != nil {
+		Missing(t, "oidc-provider needs node >= 20.19 (%v %s)", err, out)
+	}
+	dir := testdataDir()
+	if err := checkInstalled(dir); err != nil {
+		Missing(t, "%v", err)
+	}
+	p, err := start(node, dir, opts)
+	if err != nil {
+		t.Fatalf("start oidc-provider: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func checkInstalled(dir string) error {
+	var pin struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &pin); err != nil {
+		return fmt.Errorf("testdata/package.json: %v", err)
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "node_modules", packageName, "package.json"))
+	if err != nil {
+		return fmt.Errorf("%s is not installed", packageName)
+	}
+	var got struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return fmt.Errorf("installed %s: %v", packageName, err)
+	}
+	if want := pin.Dependencies[packageName]; got.Version != want {
+		return fmt.Errorf("installed %s is %s, package.json pins %s", packageName, got.Version, want)
+	}
+	return nil
+}
+
+func start(node, dir string, opts Options) (*Provider, error) {
+	cfg := map[string]any{
+		"accessTokenTTL":           seconds(opts.AccessTokenTTL, 300),
+		"refreshTokenTTL":          seconds(opts.RefreshTokenTTL, 86400),
+		"clientIdMetadataDocument": opts.ClientIDMetadataDocument,
+	}
+	if opts.Accounts != nil {
+		cfg["accounts"] = opts.Accounts
+	}
+	if opts.Clients != nil {
+		cfg["clients"] = opts.Clients
+	}
+	if opts.Resources != nil {
+		cfg["resources"] = opts.Resources
+	}
+	if opts.ResourceScopes != nil {
+		cfg["resourceScopes"] = opts.ResourceScopes
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(node, filepath.Join(dir, "provider.mjs"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CONNECTA_OIDC_CONFIG="+string(raw), "NODE_ENV=test")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	log := &lockedBuffer{}
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Provider{cmd: cmd, stdin: stdin, done: make(chan struct{}), log: log}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			first <- sc.Text()
+		}
+		close(first)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line, ok := <-first:
+		var ready struct {
+			Issuer string `json:"issuer"`
+		}
+		if !ok || json.Unmarshal([]byte(line), &ready) != nil || ready.Issuer == "" {
+			p.Stop()
+			return nil, fmt.Errorf("no issuer line (got %q); stderr: %s", line, log.String())
+		}
+		p.Issuer = ready.Issuer
+	case <-time.After(startWait):
+		p.Stop()
+		return nil, fmt.Errorf("did not listen within %v; stderr: %s", startWait, log.String())
+	}
+	return p, nil
+}
+
+func seconds(d time.Duration, def int) int {
+	if d <= 0 {
+		return def
+	}
+	return max(1, int(d/time.Second))
+}
+
+// Stop ends the process: closing stdin asks it to exit, a kill follows.
+func (p *Provider) Stop() {
+	p.once.Do(func() {
+		_ = p.stdin.Close()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}
+
+// Log is what the provider wrote to stderr so far.
+func (p *Provider) Log() string { return p.log.String() }
+
+var formAction = regexp.MustCompile(`action="(/interaction/[^"]+/(login|confirm|abort))"`)
+
+// Authorize plays the human: it follows authURL with c (which must have a
+// cookie jar), signs in as account, then allows (or, with allow false,
+// denies) the consent, and returns the URL the provider finally redirects
+// to outside itself — the client's redirect URI with code and state (or
+// error) — without requesting it. c's own redirect policy is not used.
+func (p *Provider) Authorize(ctx context.Context, c *http.Client, authURL, account string, allow bool) (*url.URL, error) {
+	if c.Jar == nil {
+		return nil, errors.New("Authorize needs an http.Client with a cookie jar")
+	}
+	noFollow := *c
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+	next, method, form := authURL, http.MethodGet, url.Values(nil)
+	for hop := 0; hop < 20; hop++ {
+		u, err := url.Parse(next)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(u.String(), p.Issuer+"/") {
+			return u, nil
+		}
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+		if err != nil {
+			return nil, err
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		res, err := noFollow.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		page, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		res.Body.Close()
+		switch {
+		case res.StatusCode >= 300 && res.StatusCode < 400:
+			loc, err := u.Parse(res.Header.Get("Location"))
+			if err != nil {
+				return nil, fmt.Errorf("redirect %q: %v", res.Header.Get("Location"), err)
+			}
+			next, method, form = loc.String(), http.MethodGet, nil
+		case res.StatusCode == http.StatusOK:
+			m := formAction.FindAllStringSubmatch(string(page), -1)
+			if len(m) == 0 {
+				return nil, fmt.Errorf("%s: no login or consent form in %q", u, clip(page))
+			}
+			var action string
+			for _, a := range m {
+				switch {
+				case a[2] == "login":
+					action, form = a[1], url.Values{"login": {account}}
+				case a[2] == "confirm" && allow, a[2] == "abort" && !allow:
+					action, form = a[1], url.Values{}
+				}
+			}
+			if action == "" {
+				return nil, fmt.Errorf("%s: no usable form in %q", u, clip(page))
+			}
+			next, method = p.Issuer+action, http.MethodPost
+		default:
+			return nil, fmt.Errorf("%s %s: HTTP %d: %s", method, u, res.StatusCode, clip(page))
+		}
+	}
+	return nil, errors.New("too many redirects")
+}
+
+func clip(b []byte) string {
+	if len(b) > 400 {
+		b = b[:400]
+	}
+	return string(b)
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) < 1<<20 {
+		b.buf = append(b.buf, p...)
+	}
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
