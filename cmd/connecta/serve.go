@@ -149,7 +149,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		Requests: server.RequestLimits{
 			MaxActive: cfg.Requests.MaxActive, MaxQueue: cfg.Requests.MaxQueue,
 			QueueTimeout: cfg.Requests.QueueTimeout, RetryAfter: cfg.Requests.RetryAfter,
-			MaxBodyBytes: cfg.Requests.MaxBodyBytes,
+			MaxBodyBytes: cfg.Requests.MaxBodyBytes, BodyTimeout: cfg.Requests.BodyTimeout,
 		},
 		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
 		HostCallTimeout:      cfg.Execute.HostCallTimeout,
