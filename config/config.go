@@ -32,6 +32,7 @@ type Config struct {
 	Catalog    Catalog
 	Results    Results
 	Activity   Activity
+	Runtime    Runtime
 	Connectors []Connector
 
 	warnings []Warning
@@ -102,6 +103,17 @@ type Results struct {
 type Activity struct {
 	Ring int
 	File string // "" = no file; relative paths are resolved against the config file's directory
+}
+
+// Runtime tunes the Go runtime of the serving process (never the sandbox
+// children). A key present in the file overrides GOGC / GOMEMLIMIT; an absent
+// key leaves a set environment variable alone and otherwise takes the
+// default (GC target 400 %, no memory limit).
+type Runtime struct {
+	GCPercent        int   // runtime.gcPercent
+	GCPercentSet     bool  // the key is in the file
+	MemoryLimitBytes int64 // runtime.memoryLimitBytes; 0 = no limit
+	MemoryLimitSet   bool  // the key is in the file
 }
 
 // Connector is one downstream MCP server. Exactly one of URL (remote MCP over
@@ -191,6 +203,10 @@ const (
 
 	DefaultActivityRing = 1000
 
+	// The parent allocates mostly short-lived request garbage and keeps a
+	// small live heap, so a higher GC target trades a few MB for less GC CPU.
+	DefaultRuntimeGCPercent = 400
+
 	DefaultConnectorMaxConcurrency = 4
 )
 
@@ -240,6 +256,7 @@ func defaults() *Config {
 			StashMaxBytes:  DefaultResultsStashMaxBytes,
 		},
 		Activity: Activity{Ring: DefaultActivityRing},
+		Runtime:  Runtime{GCPercent: DefaultRuntimeGCPercent},
 	}
 }
 

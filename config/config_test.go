@@ -165,6 +165,7 @@ func TestDefaults_AsPinned(t *testing.T) {
 		Catalog:  Catalog{TTL: 300 * time.Second},
 		Results:  Results{MaxInlineBytes: 50000, StashTTL: 900 * time.Second, StashMaxBytes: 67108864},
 		Activity: Activity{Ring: 1000},
+		Runtime:  Runtime{GCPercent: 400},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -197,6 +198,24 @@ connectors: []
 	cfg2.ListenLine = 0
 	if !reflect.DeepEqual(cfg2, want) {
 		t.Errorf("explicit defaults\n got %+v\nwant %+v", cfg2, want)
+	}
+}
+
+// TestRuntime_KeysRecordedAsSet: a runtime key in the file is applied over
+// GOGC / GOMEMLIMIT, so the decoder records that it was given; 0 is a real
+// value of memoryLimitBytes (no limit), not "absent".
+func TestRuntime_KeysRecordedAsSet(t *testing.T) {
+	cfg, err := Parse("r.yaml", []byte("runtime: {gcPercent: 200, memoryLimitBytes: 0}\n"), testResolver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Runtime{GCPercent: 200, GCPercentSet: true, MemoryLimitSet: true}); cfg.Runtime != want {
+		t.Errorf("runtime %+v, want %+v", cfg.Runtime, want)
+	}
+	for _, bad := range []string{"runtime: {gcPercent: 0}\n", "runtime: {memoryLimitBytes: -1}\n", "runtime: {gogc: 100}\n"} {
+		if _, err := Parse("r.yaml", []byte(bad), testResolver()); err == nil {
+			t.Errorf("%q loaded", bad)
+		}
 	}
 }
 

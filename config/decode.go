@@ -407,7 +407,7 @@ const (
 	maxTitleBs = 4096
 )
 
-var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "connectors"}
+var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "connectors"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -506,6 +506,13 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 				}
 			}
 		})
+	}
+	if e, ok := fs["runtime"]; ok {
+		x := &c.Runtime
+		d.section(e.val, "runtime", []numField{
+			{"gcPercent", 10, 10_000, func(v int64) { x.GCPercent, x.GCPercentSet = int(v), true }},
+			{"memoryLimitBytes", 0, 1 << 50, func(v int64) { x.MemoryLimitBytes, x.MemoryLimitSet = v, true }},
+		}, nil, nil)
 	}
 	if e, ok := fs["connectors"]; ok {
 		d.connectors(e.val, c)

@@ -276,4 +276,4 @@ func hasControl(s string) bool {
 }
 
 // clip shortens a user-supplied value for a message.
-func clip(s string) string { return jstext.ClampBytes(s, maxShownValueLen) }
+func clip(s string) string { return jstext.Clamp(s, maxShownValueLen) }

@@ -103,7 +103,7 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 	var extra []string
 	for _, k := range keys {
 		if !contains(want, k) {
-			extra = append(extra, jsonQuote(jstext.ClampBytes(k, 64)))
+			extra = append(extra, jsonQuote(jstext.Clamp(k, 64)))
 		}
 	}
 	if len(extra) > 0 {
@@ -169,5 +169,5 @@ func clipRaw(b []byte, n int) []byte {
 	if len(b) <= n {
 		return b
 	}
-	return []byte(jstext.ClampBytes(string(b), n))
+	return []byte(jstext.Clamp(string(b), n))
 }

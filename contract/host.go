@@ -11,6 +11,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/supervisor"
 )
 
 // host is one execution's provider: the supervisor calls it for every
@@ -116,7 +117,7 @@ func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time
 	}
 	if len(value) > MaxHostPayloadBytes {
 		h.diag.record(opCall, true, time.Since(start), catalog, conn, 0)
-		return nil, overBound("connecta.call(" + jsonQuote(jstext.ClampBytes(address, MaxLabelAddressBytes)) + ")")
+		return nil, overBound("connecta.call(" + jsonQuote(jstext.Clamp(address, jstext.MaxEchoBytes)) + ")")
 	}
 	h.diag.record(opCall, false, time.Since(start), catalog, conn, len(value))
 	return value, nil
@@ -124,9 +125,7 @@ func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time
 
 // overBound is L6's untyped over-bound result text naming what the program
 // called.
-func overBound(label string) error {
-	return fmt.Errorf("Host result from %s exceeds the %d-byte serialized bridge limit.", label, MaxHostPayloadBytes)
-}
+func overBound(label string) error { return supervisor.HostResultTooLarge(label) }
 
 func (h *host) discover(ctx context.Context, function string, list []json.RawMessage, start time.Time) (json.RawMessage, error) {
 	opts := json.RawMessage("{}")

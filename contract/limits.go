@@ -1,6 +1,9 @@
 package contract
 
-import "github.com/connecta-dev/connecta/gateway"
+import (
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/supervisor"
+)
 
 // Contract bounds, named as the contract names them (L4, L6, E1, R5, M5,
 // DECISIONS.md "Wire and limits").
@@ -19,10 +22,8 @@ const (
 	DefaultMaxCodeBytes = 128 << 10
 
 	// MaxHostPayloadBytes is L6's bound on a host call's serialized result
-	// (and arguments, which the child checks): 262,144 − 4,096 bytes.
-	MaxHostPayloadBytes = 262144 - 4096
-	// MaxLabelAddressBytes clamps the address an over-bound result names.
-	MaxLabelAddressBytes = 512
+	// (and arguments, which the child checks), defined in package ipc.
+	MaxHostPayloadBytes = supervisor.MaxHostResultBytes
 
 	// MaxFrameMessageChars bounds a typed failure's message: JSON-serialized
 	// UTF-16 units including the quotes and the … marker (E1).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/guest"
+	"github.com/connecta-dev/connecta/supervisor"
 )
 
 // The prelude runs here on the real engine in process (well-behaved
@@ -70,7 +71,7 @@ func testEngine(t testing.TB) *guest.Engine {
 	engineOnce.Do(func() {
 		dir := filepath.Join(os.TempDir(), "connecta-contract-test-cache")
 		_ = os.MkdirAll(dir, 0o700)
-		engine, engineErr = guest.NewEngine(context.Background(), guest.EngineOptions{CacheDir: dir})
+		engine, engineErr = guest.NewEngine(context.Background(), guest.EngineOptions{CacheDir: dir, MaxArgBytes: supervisor.MaxHostResultBytes, MaxResultChars: supervisor.MaxResultChars})
 	})
 	if engineErr != nil {
 		t.Fatalf("engine: %v", engineErr)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,11 +283,21 @@ func Description(maxHostCalls int, hostCallTimeout time.Duration, connectors []g
 	b.WriteString("connecta.emit({ type: \"text\", text } or { type: \"image\" | \"audio\", data, mimeType }) adds a content block to a successful response. ")
 	b.WriteString("console.log/warn/error come back as logs. Use Promise.all or Promise.allSettled for parallel calls.\n\n")
 	fmt.Fprintf(&b, "Limits: %d host calls per execution, shared by search, describe and call (refused calls count); %s deadline per host call. ", maxHostCalls, formatDuration(hostCallTimeout))
-	b.WriteString("Results over 24,000 characters are truncated: filter, map and slice inside the program and return only what you need. ")
+	fmt.Fprintf(&b, "Results over %s characters are truncated: filter, map and slice inside the program and return only what you need. ", groupThousands(supervisor.MaxResultChars))
 	b.WriteString("A failed connecta call throws an Error with code, retryable and details; retry only when retryable is true, never rate_limited immediately. ")
 	b.WriteString("Plain JavaScript only: no timers (setTimeout), no fetch, no crypto, no imports or require; values cross as JSON.\n\n")
 	b.WriteString(Inventory(connectors))
 	return b.String()
+}
+
+// groupThousands writes n with comma thousands separators, as the
+// description's prose states numbers.
+func groupThousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func formatDuration(d time.Duration) string {
@@ -334,5 +345,5 @@ func normalizeTitle(t string) string {
 	if len(t) <= MaxTitleBytes {
 		return t
 	}
-	return jstext.ClampBytes(t, MaxTitleBytes-len(jstext.Marker))
+	return jstext.Clamp(t, MaxTitleBytes-len(jstext.Marker))
 }

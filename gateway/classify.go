@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"io/fs"
 	"net/http"
@@ -13,10 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/connecta-dev/connecta/gateway/validate"
 )
 
 // failure is a classified downstream failure before it becomes the
@@ -146,8 +145,7 @@ func (c *connector) boundText(s string) string {
 	if c.spec.URL != "" && c.origin != "" {
 		s = strings.ReplaceAll(s, c.spec.URL, c.origin)
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return jstext.ClampBytes(s, MaxDownstreamTextBytes)
+	return jstext.Clamp(s, MaxDownstreamTextBytes)
 }
 
 // authRecovery is E3's recovery class: operator_config when there is a
@@ -170,7 +168,7 @@ func (c *connector) authError(f *failure, operation string) *Error {
 	} else {
 		msg = fmt.Sprintf("Connector %q rejected the credential (%s). Call authorize_connector({ connector: %q }).", id, f.message, id)
 	}
-	op := ClampEcho(operation)
+	op := jstext.Clamp(operation, jstext.MaxEchoBytes)
 	return &Error{
 		Code:      CodeAuthRequired,
 		Message:   msg,
@@ -291,11 +289,9 @@ func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total in
 	}
 	issues := make([]Object, 0, len(findings))
 	for _, f := range findings {
-		p, pc := clampUTF16(f.Path, MaxFindingPathChars)
-		c, cc := clampUTF16(f.Code, MaxFindingCodeChars)
-		x, xc := clampUTF16(f.Expected, MaxFindingExpectedChars)
-		truncated = truncated || pc || cc || xc
-		issues = append(issues, Object{{"path", p}, {"code", c}, {"expected", x}})
+		// validate bounds each field (in UTF-16 units) and says when it cut.
+		truncated = truncated || f.Clipped
+		issues = append(issues, Object{{"path", f.Path}, {"code", f.Code}, {"expected", f.Expected}})
 	}
 	validation := Object{{"issues", issues}}
 	if truncated {
@@ -315,7 +311,7 @@ func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total in
 			{"validation", validation},
 			{"connector", t.ConnectorID},
 			{"operation", address},
-			{"nextAction", SearchNextAction(front, ClampEcho(t.Name), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
+			{"nextAction", SearchNextAction(front, jstext.Clamp(t.Name, jstext.MaxEchoBytes), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
 			{"retry", "Correct the listed arguments and retry " + address + "."},
 		},
 	}
@@ -325,14 +321,5 @@ func pathOrRoot(p string) string {
 	if p == "" || p == "/" {
 		return "/"
 	}
-	return jstext.ClampBytes(p, 64)
-}
-
-// clampUTF16 bounds s to max UTF-16 code units, the last one being "…" when
-// it clipped; it never splits a surrogate pair.
-func clampUTF16(s string, max int) (string, bool) {
-	if jstext.Len(s) <= max {
-		return s, false
-	}
-	return jstext.Prefix(s, max-1) + jstext.Marker, true
+	return jstext.Clamp(p, 64)
 }

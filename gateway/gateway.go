@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/jstext"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ConnectorSpec is one configured downstream, already resolved by config.
@@ -202,7 +202,7 @@ func (g *Gateway) Connectors() []ConnectorInfo {
 func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error) {
 	c := g.connectors[connectorID]
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", ClampEcho(connectorID))
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxEchoBytes))
 	}
 	snap, gerr := c.catalog(ctx, connectorID)
 	if gerr != nil {
@@ -258,7 +258,7 @@ func (g *Gateway) Health() []ConnectorHealth {
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
 	c := g.connectors[connectorID]
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", ClampEcho(connectorID))
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxEchoBytes))
 	}
 	s := c.spec
 	switch {

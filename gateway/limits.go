@@ -36,12 +36,9 @@ const (
 	MaxCodeBytes = 32
 
 	// MaxValidationFindings is how many E8 findings an error carries; more
-	// sets `truncated`. Paths, codes and expectations are bounded in UTF-16
-	// code units as the original did.
+	// sets `truncated`, as does a field validate clipped (its bounds are
+	// validate.MaxPathChars and friends).
 	MaxValidationFindings      = 3
-	MaxFindingPathChars        = 256
-	MaxFindingCodeChars        = 64
-	MaxFindingExpectedChars    = 128
 	stdioRestartBackoffInitial = 100 * time.Millisecond
 	stdioRestartBackoffMax     = 5 * time.Second
 	// StderrTailBytes is how much of a stdio server's stderr is kept.

@@ -1,28 +1,22 @@
 package gateway
 
 import (
-	"github.com/connecta-dev/connecta/jstext"
 	"strings"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Address-miss refusals (E7), shared by discovery (describe) and invocation
 // (call) so both front doors build the same unknown_address / unknown_tool
-// record. Owned by DISCOVERY; uses only gateway types.
-
-// MaxEchoBytes is the E7 clamp on caller-authored text echoed back in a
-// refusal (the message, the derived recovery query, a describe entry's
-// address).
-const MaxEchoBytes = 512
+// record. Caller-authored text echoed back (the message, the derived
+// recovery query, a describe entry's address) is clamped with jstext.Clamp
+// at jstext.MaxEchoBytes.
 
 // Recovery purposes, fixed text.
 const (
 	unknownAddressPurpose = "Find the configured canonical address before retrying."
 	unknownToolPurpose    = "Find the connector's current canonical tool address."
 )
-
-// ClampEcho clamps caller-authored text to MaxEchoBytes UTF-8 bytes and
-// appends "…" when it clipped; short text is returned exact and untagged.
-func ClampEcho(s string) string { return jstext.ClampBytes(s, MaxEchoBytes) }
 
 // RecoveryQuery derives discovery search terms from an address or tool name
 // the catalog could not resolve: the part after the first ".", runs of
@@ -52,7 +46,7 @@ func RecoveryQuery(address string) string {
 	if q == "" {
 		q = address
 	}
-	return ClampEcho(q)
+	return jstext.Clamp(q, jstext.MaxEchoBytes)
 }
 
 // SearchNextAction is the scoped-discovery recovery record, keyed to the
@@ -76,7 +70,7 @@ func SearchNextAction(front FrontDoor, query, connector, purpose string) Object 
 func UnknownAddress(front FrontDoor, address string) *Error {
 	return &Error{
 		Code:      CodeUnknownAddress,
-		Message:   `Unknown address "` + ClampEcho(address) + `"`,
+		Message:   `Unknown address "` + jstext.Clamp(address, jstext.MaxEchoBytes) + `"`,
 		Retryable: false,
 		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(address), "",
 			unknownAddressPurpose)}},
@@ -88,7 +82,7 @@ func UnknownAddress(front FrontDoor, address string) *Error {
 func UnknownTool(front FrontDoor, connectorID, toolName string) *Error {
 	return &Error{
 		Code:      CodeUnknownTool,
-		Message:   `Unknown tool "` + ClampEcho(toolName) + `" on connector "` + connectorID + `"`,
+		Message:   `Unknown tool "` + jstext.Clamp(toolName, jstext.MaxEchoBytes) + `" on connector "` + connectorID + `"`,
 		Retryable: false,
 		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(toolName), connectorID,
 			unknownToolPurpose)}},

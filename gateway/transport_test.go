@@ -72,16 +72,6 @@ func TestCappedBodyCutsOff(t *testing.T) {
 	}
 }
 
-func TestClampUTF16(t *testing.T) {
-	s, clipped := clampUTF16(strings.Repeat("😀", 10), 5)
-	if !clipped || s != "😀😀…" {
-		t.Fatalf("got %q", s)
-	}
-	if s, clipped := clampUTF16("short", 5); clipped || s != "short" {
-		t.Fatalf("got %q", s)
-	}
-}
-
 func TestAuthorize(t *testing.T) {
 	env := newTestGateway(t, time.Second,
 		inProcessSpec("demo", nil),

@@ -23,9 +23,13 @@
 // below the 2 MiB link-time shadow stack. Guest CPU is the Run goroutine's
 // thread CPU time (Run locks its OS thread), so host waits never count; it
 // is enforced through QuickJS's interrupt handler, which also enforces the
-// wall deadline and the caller's cancellation, and the interrupt is
-// uncatchable. The allocator polls the same handler at large allocations, so
-// a short loop around an expensive allocating builtin is stopped too.
+// wall deadline and the caller's cancellation. Once the handler says stop,
+// the host function traps (a Go panic that unwinds the whole wasm call), so
+// no try/catch/finally in the guest can catch or outlive it; QuickJS's own
+// "uncatchable" error was not enough (a refused allocation while it is
+// decorated replaces it with a catchable out of memory). The allocator polls
+// the same handler at large allocations, so a short loop around an expensive
+// allocating builtin is stopped too.
 //
 // # Known gap: builtins that never poll
 //
@@ -41,8 +45,9 @@
 // world) until the loop ends, which is effectively never. Neither the CPU
 // budget nor the wall deadline nor ctx can stop it in process; only killing
 // the process does. The supervisor runs every program in a disposable child
-// process and kills it at the wall deadline, which is what bounds these.
-// Never run them in process (the tests here deliberately do not).
+// process, watches that child's CPU clock from outside and kills it shortly
+// past the budget, answering with this package's budget text. Never run
+// them in process (the tests here deliberately do not).
 //
 // This package imports nothing else of the project; the sandbox child adapts
 // it to IPC.
@@ -55,15 +60,15 @@ import (
 	"time"
 )
 
-// Contract defaults (L5, R2, R5, L6). The engine applies them when a Limits
-// field is zero.
+// Contract defaults (L5, R5). The engine applies them when a Limits field is
+// zero. The R2 result bound and the L6 argument bound are not here: they are
+// required EngineOptions that the sandbox child fills from package ipc, their
+// one definition (this package imports only the engine).
 const (
 	DefaultHeapBytes        = 64 << 20 // JS heap (JS_SetMemoryLimit)
 	DefaultStackBytes       = 1 << 20  // JS stack (JS_SetMaxStackSize), below the link-time shadow stack
 	DefaultCPUTime          = 250 * time.Millisecond
 	DefaultWall             = 30 * time.Second // includes host waits (L3)
-	DefaultMaxResultChars   = 24000            // R2, UTF-16 code units of the guest's JSON.stringify
-	DefaultMaxArgBytes      = 262144 - 4096    // L6, serialized host-call arguments, UTF-8 bytes
 	DefaultMaxLogEntries    = 200              // X4 per-run entry cap
 	DefaultMaxLogEntryChars = 8000             // X4 per-entry cap
 	DefaultMaxLogChars      = 256000           // X4 cumulative cap
@@ -97,9 +102,17 @@ type EngineOptions struct {
 	// MemoryLimitBytes caps wasm linear memory (the backstop above the JS
 	// heap limit). Zero picks a cap comfortably above DefaultHeapBytes.
 	MemoryLimitBytes uint64
+	// MaxArgBytes bounds a host call's serialized arguments, UTF-8 bytes
+	// (L6). Required; a run's Limits may only lower it.
+	MaxArgBytes int
+	// MaxResultChars bounds the program's serialized result, UTF-16 code
+	// units of JSON.stringify (R2). Required, at least 200 (the truncation
+	// envelope); a run's Limits may only lower it.
+	MaxResultChars int
 }
 
-// Limits bound one run. Zero fields take the defaults above.
+// Limits bound one run. Zero fields take the defaults above, or the
+// Engine's MaxResultChars and MaxArgBytes.
 type Limits struct {
 	HeapBytes        uint64
 	StackBytes       uint64

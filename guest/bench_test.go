@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connecta-dev/connecta/ipc"
+	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
 	"github.com/tetratelabs/wazero"
 	"golang.org/x/sys/unix"
-
-	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
 )
 
 // BenchmarkRun_OnePlusOne: fresh instance + init + setup + `1+1` + close.
@@ -48,7 +48,7 @@ func BenchmarkCompile_WarmCache(b *testing.B) {
 	defer func() { reportCPU(b, cpu0, 1) }()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		e, err := NewEngine(context.Background(), EngineOptions{CacheDir: testCacheDir})
+		e, err := NewEngine(context.Background(), EngineOptions{CacheDir: testCacheDir, MaxArgBytes: ipc.MaxPayloadBytes, MaxResultChars: ipc.MaxResultChars})
 		lat = append(lat, time.Since(t0))
 		if err != nil {
 			b.Fatal(err)

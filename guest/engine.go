@@ -10,11 +10,10 @@ import (
 	"sync"
 	"time"
 
+	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
-
-	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
 )
 
 // Engine build facts (shim and link line in quickjs.wasm/).
@@ -59,7 +58,8 @@ type Engine struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	memCap   uint64
-	epoch    time.Time // monotonic origin of the guest's monotonic clock
+	bounds   EngineOptions // MaxArgBytes and MaxResultChars: the run defaults
+	epoch    time.Time     // monotonic origin of the guest's monotonic clock
 
 	// snapshot is the template instance's linear memory above the shadow
 	// stack after init and prepare; every run starts from a copy of it.
@@ -81,6 +81,12 @@ type Engine struct {
 // NewEngine builds the runtime (compiler mode, no debug info, page cap) and
 // compiles the embedded QuickJS module, through opts.CacheDir when given.
 func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
+	switch {
+	case opts.MaxArgBytes <= 0:
+		return nil, errors.New("guest: EngineOptions.MaxArgBytes is required (L6)")
+	case opts.MaxResultChars < 200:
+		return nil, errors.New("guest: EngineOptions.MaxResultChars is required and must leave room for the truncation envelope (200)")
+	}
 	memCap := opts.MemoryLimitBytes
 	if memCap == 0 {
 		memCap = DefaultHeapBytes + defaultMemoryHeadroom
@@ -101,7 +107,7 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		cfg = cfg.WithCompilationCache(cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	e := &Engine{rt: rt, memCap: pages * wasmPageBytes, epoch: time.Now()}
+	e := &Engine{rt: rt, memCap: pages * wasmPageBytes, epoch: time.Now(), bounds: opts}
 	if err := e.instantiateHostModules(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return nil, err
@@ -246,8 +252,8 @@ func (e *Engine) resolve(l Limits) (resolvedLimits, error) {
 	if l.Wall == 0 {
 		l.Wall = DefaultWall
 	}
-	def(&l.MaxResultChars, DefaultMaxResultChars)
-	def(&l.MaxArgBytes, DefaultMaxArgBytes)
+	def(&l.MaxResultChars, e.bounds.MaxResultChars)
+	def(&l.MaxArgBytes, e.bounds.MaxArgBytes)
 	def(&l.MaxLogEntries, DefaultMaxLogEntries)
 	def(&l.MaxLogEntryChars, DefaultMaxLogEntryChars)
 	def(&l.MaxLogChars, DefaultMaxLogChars)
@@ -262,6 +268,8 @@ func (e *Engine) resolve(l Limits) (resolvedLimits, error) {
 		return resolvedLimits{}, errors.New("guest: CPUTime and Wall must be positive")
 	case l.MaxResultChars < 0 || l.MaxArgBytes < 0 || l.MaxLogEntries < 0 || l.MaxLogEntryChars < 0 || l.MaxLogChars < 0:
 		return resolvedLimits{}, errors.New("guest: limits must not be negative")
+	case l.MaxResultChars > e.bounds.MaxResultChars || l.MaxArgBytes > e.bounds.MaxArgBytes:
+		return resolvedLimits{}, errors.New("guest: a run may lower MaxResultChars and MaxArgBytes, not raise them over the engine's")
 	case l.MaxResultChars < 200:
 		return resolvedLimits{}, errors.New("guest: MaxResultChars must leave room for the truncation envelope (200)")
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf16"
+
+	"github.com/connecta-dev/connecta/ipc"
 )
 
 func TestP1_NormalizeBody(t *testing.T) {
@@ -162,8 +164,8 @@ func TestR2_TruncationEnvelope(t *testing.T) {
 			if out.Err != nil {
 				t.Fatal(out.Err)
 			}
-			if n := utf16Len(string(out.Value)); n > DefaultMaxResultChars {
-				t.Fatalf("result is %d UTF-16 units, over %d", n, DefaultMaxResultChars)
+			if n := utf16Len(string(out.Value)); n > ipc.MaxResultChars {
+				t.Fatalf("result is %d UTF-16 units, over %d", n, ipc.MaxResultChars)
 			}
 			if tc.total == -1 {
 				if strings.Contains(string(out.Value), "truncated") {
@@ -181,7 +183,7 @@ func TestR2_TruncationEnvelope(t *testing.T) {
 			if tc.total > 0 && env.TotalChars != tc.total {
 				t.Fatalf("totalChars %d, want %d", env.TotalChars, tc.total)
 			}
-			if len(env.Preview) == 0 || utf16Len(env.Preview) > DefaultMaxResultChars {
+			if len(env.Preview) == 0 || utf16Len(env.Preview) > ipc.MaxResultChars {
 				t.Fatalf("preview length %d", utf16Len(env.Preview))
 			}
 			if !strings.Contains(string(out.Value), `{"truncated":true,"preview":`) {
@@ -417,7 +419,7 @@ func TestL6_ArgumentBoundInGuest(t *testing.T) {
 	}
 
 	// Exactly at the bound passes: ["<n x>"] is n+4 bytes.
-	n := DefaultMaxArgBytes - 4
+	n := ipc.MaxPayloadBytes - 4
 	out = runProgram(t, e, h, Program{Code: fmt.Sprintf("async () => (await connecta.call('x'.repeat(%d)))[0].length", n), Limits: testLimits()})
 	wantValue(t, out, strconv.Itoa(n))
 	out = runProgram(t, e, h, Program{Code: fmt.Sprintf("async () => (await connecta.call('é'.repeat(%d)))[0].length", n/2+1), Limits: testLimits()})
@@ -562,10 +564,20 @@ func TestL5_GuestCPUBudget(t *testing.T) {
 		{"expensive builtin in a short loop", "for (let i = 0; i < 1000; i++) 'y'.repeat(25e6);"},
 		{"catching the interrupted allocation", "for (let i = 0; i < 1000; i++) { try { 'y'.repeat(25e6); } catch (e) {} }"},
 		{"sort then spin", "const a = Array.from({length: 300000}, (_, i) => (i * 7919) % 300007); a.sort((x, y) => x - y); for (;;) {}"},
+		// Each retry overflows the stack again and builds a stack-deep
+		// backtrace; the refused allocations that follow the trip used to
+		// turn the interrupt into a catchable out of memory (9-16 s of CPU).
+		{"recursion that catches and retries", "const f = n => { try { return f(n+1) } catch (e) { return f(n+1) } }; return f(0);"},
+		{"recursion that retries in finally", "const f = n => { try { return f(n+1) } finally { return f(n+1) } }; return f(0);"},
+		{"catching everything in a loop", "for (;;) { try { const f = () => f(); f(); } catch (e) {} }"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := runProgram(t, e, nil, Program{Code: tc.code, Limits: Limits{CPUTime: 50 * time.Millisecond, Wall: time.Minute}})
+			const budget = 50 * time.Millisecond
+			out := runProgram(t, e, nil, Program{Code: tc.code, Limits: Limits{CPUTime: budget, Wall: time.Minute}})
 			wantError(t, out, ErrCPU, "Execution exceeded the 50ms guest CPU budget.")
+			if out.CPUTime > budget+250*time.Millisecond {
+				t.Errorf("guest CPU %v: the budget bound %v late", out.CPUTime, out.CPUTime-budget)
+			}
 			assertHealthy(t, e)
 		})
 	}
@@ -764,7 +776,7 @@ func TestOutcome_Measurements(t *testing.T) {
 }
 
 func TestEngine_CloseAndConcurrentRuns(t *testing.T) {
-	e, err := NewEngine(context.Background(), EngineOptions{CacheDir: testCacheDir})
+	e, err := NewEngine(context.Background(), EngineOptions{CacheDir: testCacheDir, MaxArgBytes: ipc.MaxPayloadBytes, MaxResultChars: ipc.MaxResultChars})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,9 +814,20 @@ func TestEngine_CloseAndConcurrentRuns(t *testing.T) {
 
 func TestEngine_InvalidLimits(t *testing.T) {
 	e := newTestEngine(t, EngineOptions{})
-	for _, lim := range []Limits{{CPUTime: -1}, {Wall: -1}, {MaxResultChars: 10}, {MaxLogChars: -1}} {
+	for _, lim := range []Limits{{CPUTime: -1}, {Wall: -1}, {MaxResultChars: 10}, {MaxLogChars: -1}, {MaxArgBytes: ipc.MaxPayloadBytes + 1}} {
 		if _, err := e.Run(context.Background(), Program{Code: "1", Limits: lim}, &testHost{}); err == nil {
 			t.Errorf("limits %+v accepted", lim)
+		}
+	}
+}
+
+// The L6 and R2 bounds have one definition (package ipc): the engine refuses
+// to start without them rather than carry a default of its own.
+func TestEngine_BoundsAreRequired(t *testing.T) {
+	for _, opts := range []EngineOptions{{}, {MaxArgBytes: ipc.MaxPayloadBytes}, {MaxResultChars: ipc.MaxResultChars}, {MaxArgBytes: 1, MaxResultChars: 199}} {
+		if e, err := NewEngine(context.Background(), opts); err == nil {
+			e.Close()
+			t.Errorf("NewEngine(%+v) accepted", opts)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/ipc"
 )
 
 // FuzzRun feeds random programs and random host replies: whatever the
@@ -86,7 +88,7 @@ func FuzzRun(f *testing.F) {
 			if !json.Valid(out.Value) || !utf8.Valid(out.Value) {
 				t.Fatalf("result is not valid JSON: %.200q", out.Value)
 			}
-			if n := utf16Len(string(out.Value)); n > DefaultMaxResultChars {
+			if n := utf16Len(string(out.Value)); n > ipc.MaxResultChars {
 				t.Fatalf("result is %d UTF-16 units", n)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/ipc"
 )
 
 // testCacheDir is one wazero compilation cache per test binary: a cold
@@ -28,6 +30,12 @@ func TestMain(m *testing.M) {
 func newTestEngine(t testing.TB, opts EngineOptions) *Engine {
 	t.Helper()
 	opts.CacheDir = testCacheDir
+	if opts.MaxArgBytes == 0 {
+		opts.MaxArgBytes = ipc.MaxPayloadBytes
+	}
+	if opts.MaxResultChars == 0 {
+		opts.MaxResultChars = ipc.MaxResultChars
+	}
 	e, err := NewEngine(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("NewEngine: %v", err)

@@ -47,7 +47,13 @@ func (e *Engine) instantiateHostModules(ctx context.Context) error {
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
 		stack[0] = 0
 		if r := runOf(ctx); r != nil && r.shouldInterrupt() {
-			stack[0] = 1
+			// Trap instead of answering yes: the panic unwinds the whole
+			// guest call, so nothing in the guest can catch, swallow or
+			// outlive it (run.trap reports r.tripped). QuickJS's own
+			// "uncatchable" interrupt is not enough: a failed allocation
+			// while it decorates that error (the allocator refuses once
+			// tripped) replaces it with a catchable out of memory.
+			panic(errInterrupted)
 		}
 	}), nil, []api.ValueType{i32}).Export("should_interrupt").
 		Instantiate(ctx)

@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -115,8 +116,13 @@ func (r *run) enter(f api.Function, params ...uint64) (uint64, error) {
 	return res[0], nil
 }
 
-// shouldInterrupt answers QuickJS's interrupt handler. Once it says yes it
-// keeps saying yes, so a program cannot catch its way out.
+// errInterrupted is the panic that ends a guest call once shouldInterrupt
+// said yes (see the should_interrupt host function).
+var errInterrupted = errors.New("guest: interrupted")
+
+// shouldInterrupt answers QuickJS's interrupt handler and the allocator's
+// poll. Once it says yes it keeps saying yes; the host function turns a yes
+// into a trap, so a program cannot catch its way out.
 func (r *run) shouldInterrupt() bool {
 	if r.tripped != "" {
 		return true

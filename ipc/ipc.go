@@ -25,7 +25,9 @@ import (
 	"github.com/connecta-dev/connecta/jstext"
 )
 
-// Contract bounds (DECISIONS.md "Wire and limits").
+// Contract bounds, each defined here once (docs/DECISIONS.md "Wire and
+// limits"). The sandbox child hands the guest-side ones to the engine, and
+// the parent reads them through the supervisor.
 const (
 	// MaxFrameBytes bounds one frame, the 4-byte header and envelope included.
 	MaxFrameBytes = 262144
@@ -37,6 +39,9 @@ const (
 	// serialized result (L6, X10), leaving room for the envelope so that a
 	// frame carrying one never exceeds MaxFrameBytes.
 	MaxPayloadBytes = MaxFrameBytes - 4096
+	// MaxResultChars bounds a program's result: UTF-16 code units of its
+	// JSON.stringify (R2). Larger results come back as a truncation envelope.
+	MaxResultChars = 24000
 	// MaxErrorChars clips a program error message in a done frame.
 	MaxErrorChars = 4000
 	// MaxRetainedLogChars is the presented-log prefix a done frame carries and
@@ -44,6 +49,12 @@ const (
 	// cap so truncation stays visible (R5, X4). UTF-16 code units.
 	MaxRetainedLogChars = 4001
 )
+
+// ResultTooLarge is L6's text for a host result over MaxPayloadBytes; label
+// names what the program called.
+func ResultTooLarge(label string) string {
+	return fmt.Sprintf("Host result from %s exceeds the %d-byte serialized bridge limit.", label, MaxPayloadBytes)
+}
 
 // Message types.
 const (
@@ -57,7 +68,7 @@ const (
 
 // Errors a Reader reports. Every one of them is a protocol violation.
 var (
-	ErrFrameTooLarge = errors.New("ipc: frame exceeds the 262144-byte limit")
+	ErrFrameTooLarge = fmt.Errorf("ipc: frame exceeds the %d-byte limit", MaxFrameBytes)
 	ErrEmptyFrame    = errors.New("ipc: empty frame")
 	ErrInvalidUTF8   = errors.New("ipc: frame is not valid UTF-8")
 	ErrUnknownType   = errors.New("ipc: unknown message type")
@@ -134,9 +145,11 @@ type Reader struct {
 	hdr [HeaderBytes]byte
 }
 
-// NewReader buffers r.
+// NewReader buffers r. The buffer only coalesces small frames: a body at
+// least as large as the buffer is read straight into its own slice, so a
+// small buffer costs nothing on big frames and saves 60 KiB per child.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &Reader{r: bufio.NewReaderSize(r, 4<<10)}
 }
 
 // ReadFrame returns the next frame's body. The length is checked before any
@@ -187,7 +200,7 @@ func Decode(body []byte) (*Message, error) {
 	switch m.Type {
 	case TypeReady, TypeCall, TypeLog, TypeDone, TypeRun, TypeReply:
 	default:
-		return nil, fmt.Errorf("%w %q", ErrUnknownType, jstext.ClampBytes(m.Type, 32))
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, jstext.Clamp(m.Type, 32))
 	}
 	if m.Type == TypeRun && m.Run == nil {
 		return nil, errors.New("ipc: run frame without a program")

@@ -2,6 +2,11 @@
 // them: lengths in UTF-16 code units, cuts that never split a surrogate pair
 // or a UTF-8 sequence, and JSON as JSON.stringify writes it.
 //
+// It is the one home of clipping: Clamp (UTF-8 bytes kept, then Marker),
+// ClampUnits (UTF-16 code units, Marker included) and ClampPoints (code
+// points, Marker included). Every clipped text in the repository goes
+// through one of them.
+//
 // It imports nothing of ours, so every layer (contract, server, config, the
 // gateway leaves) may use it without breaking the dependency directions.
 package jstext
@@ -12,8 +17,20 @@ import (
 	"unicode/utf8"
 )
 
-// Marker ends text that ClampBytes clipped.
+// Marker ends text that a clamp clipped.
 const Marker = "…"
+
+// Identity clamps (docs/DECISIONS.md "Identity clamps", V3 and S4): the UTF-8
+// bytes Clamp keeps of a caller-influenced identity before Marker.
+const (
+	// MaxIdentityBytes is a connectorId or toolName.
+	MaxIdentityBytes = 128
+	// MaxAddressBytes is an address: two identities and the dot.
+	MaxAddressBytes = 2*MaxIdentityBytes + 1
+	// MaxEchoBytes is caller-authored text echoed back, such as a describe
+	// address that did not resolve (S4) or a query (E7).
+	MaxEchoBytes = 512
+)
 
 // Len is the JavaScript length of s: its UTF-16 code units.
 func Len(s string) int {
@@ -52,19 +69,50 @@ func Prefix(s string, n int) string {
 	return s
 }
 
-// ClampBytes keeps at most n bytes of s, cut back to a code point start so
-// the clamp never manufactures U+FFFD, and appends Marker when it clipped (a
-// clipped result is at most n+len(Marker) bytes). Short text is returned
-// exact and unmarked.
-func ClampBytes(s string, n int) string {
-	if len(s) <= n {
+// Clamp is the identity clamp: s as valid UTF-8 (each invalid byte becomes
+// U+FFFD), and when that is longer than n bytes, its first n bytes cut back
+// to a character boundary followed by Marker (so at most n+len(Marker)
+// bytes). Short valid text comes back unchanged and unmarked. Work is bounded
+// by n, not by len(s).
+func Clamp(s string, n int) string {
+	n = max(n, 0)
+	if len(s) <= n && utf8.ValidString(s) {
 		return s
 	}
-	cut := max(n, 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	var b []byte
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:]) // an invalid byte decodes as U+FFFD, size 1
+		if len(b)+utf8.RuneLen(r) > n {
+			return string(b) + Marker
+		}
+		b = utf8.AppendRune(b, r)
+		i += size
 	}
-	return s[:cut] + Marker
+	return string(b)
+}
+
+// ClampUnits bounds s to n UTF-16 code units, Marker included as the last
+// one when it clipped; it never splits a surrogate pair. The bool reports a
+// clip.
+func ClampUnits(s string, n int) (string, bool) {
+	if Len(s) <= n {
+		return s, false
+	}
+	return Prefix(s, n-1) + Marker, true
+}
+
+// ClampPoints bounds s to n code points, Marker included as the last one
+// when it clipped. The bool reports a clip.
+func ClampPoints(s string, n int) (string, bool) {
+	k := 0
+	for i := range s {
+		if k == n-1 && utf8.RuneCountInString(s[i:]) > 1 {
+			return s[:i] + Marker, true
+		}
+		k++
+	}
+	return s, false
 }
 
 // AppendQuote appends s quoted the way JSON.stringify quotes a string: only

@@ -2,6 +2,7 @@ package jstext
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -45,7 +46,7 @@ func TestPrefix_NeverSplitsASurrogatePair(t *testing.T) {
 	}
 }
 
-func TestClampBytes_CutsOnACodePointAndMarks(t *testing.T) {
+func TestClamp_CutsOnACodePointAndMarks(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		n    int
@@ -57,10 +58,41 @@ func TestClampBytes_CutsOnACodePointAndMarks(t *testing.T) {
 		{"😀x", 3, "…"},
 		{"abc", 0, "…"},
 		{"abc", -1, "…"},
+		{"a\xffb", 5, "a\ufffdb"}, // invalid bytes become U+FFFD
+		{"a\xffb", 3, "a…"},
 	} {
-		if got := ClampBytes(tc.in, tc.n); got != tc.want {
-			t.Errorf("ClampBytes(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		if got := Clamp(tc.in, tc.n); got != tc.want {
+			t.Errorf("Clamp(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
+	}
+}
+
+// The identity clamp of docs/DECISIONS.md: the first N bytes on a character
+// boundary, then the marker — N bytes of text kept, not N bytes in all.
+func TestClamp_IdentityKeepsNBytesThenMarker(t *testing.T) {
+	for _, n := range []int{MaxIdentityBytes, MaxAddressBytes, MaxEchoBytes} {
+		long := strings.Repeat("a", n+1)
+		if got := Clamp(long, n); got != long[:n]+Marker {
+			t.Errorf("Clamp(%d×a, %d) = %d bytes, want %d a's and the marker", n+1, n, len(got), n)
+		}
+		if got := Clamp(long[:n], n); got != long[:n] {
+			t.Errorf("Clamp of exactly %d bytes changed it", n)
+		}
+	}
+}
+
+func TestClampUnits_AndClampPoints(t *testing.T) {
+	if got, cut := ClampUnits("a😀b", 3); got != "a…" || !cut {
+		t.Errorf("ClampUnits = %q %v", got, cut)
+	}
+	if got, cut := ClampUnits("a😀", 3); got != "a😀" || cut {
+		t.Errorf("ClampUnits = %q %v", got, cut)
+	}
+	if got, cut := ClampPoints("a😀bc", 3); got != "a😀…" || !cut {
+		t.Errorf("ClampPoints = %q %v", got, cut)
+	}
+	if got, cut := ClampPoints("a😀b", 3); got != "a😀b" || cut {
+		t.Errorf("ClampPoints = %q %v", got, cut)
 	}
 }
 
@@ -115,8 +147,26 @@ func FuzzAppendQuote(f *testing.F) {
 		if Prefix(s, n) != s || Len(Prefix(s, n/2)) > n/2 {
 			t.Fatalf("Prefix disagrees with Len on %q", s)
 		}
-		if c := ClampBytes(s, len(s)/2); len(s) > 0 && utf8.ValidString(s) && !utf8.ValidString(c) {
-			t.Fatalf("ClampBytes(%q) split a code point: %q", s, c)
+		if c := Clamp(s, len(s)/2); !utf8.ValidString(c) || len(c) > len(s)/2+len(Marker) {
+			t.Fatalf("Clamp(%q) = %q: invalid or too long", s, c)
+		}
+	})
+}
+
+func FuzzClamp(f *testing.F) {
+	f.Add("tracker", 128)
+	f.Add(strings.Repeat("😀", 40), 128)
+	f.Add("\xff\xfe\xfd", 2)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		if n < 0 || n > 1<<16 {
+			return
+		}
+		got := Clamp(s, n)
+		if len(got) > n+len(Marker) || !utf8.ValidString(got) {
+			t.Fatalf("Clamp(%q, %d) = %q", s, n, got)
+		}
+		if utf8.ValidString(s) && len(s) <= n && got != s {
+			t.Fatalf("short valid value changed")
 		}
 	})
 }

@@ -90,10 +90,10 @@ func openEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, note s
 			dir = ""
 		}
 	}
-	eng, err = guest.NewEngine(ctx, guest.EngineOptions{CacheDir: dir, MemoryLimitBytes: a.MemoryLimitBytes})
+	eng, err = guest.NewEngine(ctx, engineOptions(dir, a.MemoryLimitBytes))
 	if err != nil && dir != "" {
 		note = fmt.Sprintf("compilation cache failed, compiling in memory: %v", err)
-		eng, err = guest.NewEngine(ctx, guest.EngineOptions{MemoryLimitBytes: a.MemoryLimitBytes})
+		eng, err = guest.NewEngine(ctx, engineOptions("", a.MemoryLimitBytes))
 	}
 	return eng, note, err
 }
@@ -109,7 +109,7 @@ func warmCache(a ipc.ChildArgs) int {
 		return exitEngine
 	}
 	pruneStaleCaches(a.CacheDir)
-	eng, err := guest.NewEngine(context.Background(), guest.EngineOptions{CacheDir: a.CacheDir, MemoryLimitBytes: a.MemoryLimitBytes})
+	eng, err := guest.NewEngine(context.Background(), engineOptions(a.CacheDir, a.MemoryLimitBytes))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox: warming the compilation cache:", err)
 		return exitEngine
@@ -154,7 +154,7 @@ func serve(ctx context.Context, eng *guest.Engine, r *ipc.Reader, w *ipc.Writer)
 	out, err := eng.Run(runCtx, program(m.Run), h)
 	done := &ipc.Done{}
 	if err != nil {
-		done.Err = &ipc.ProgramError{Kind: string(guest.ErrInternal), Message: clipChars("Sandbox failed: "+err.Error(), ipc.MaxErrorChars)}
+		done.Err = &ipc.ProgramError{Kind: string(guest.ErrInternal), Message: jstext.Prefix("Sandbox failed: "+err.Error(), ipc.MaxErrorChars)}
 	} else {
 		done = doneOf(out)
 	}
@@ -191,7 +191,7 @@ func doneOf(out *guest.Outcome) *ipc.Done {
 		HostCalls:     out.HostCalls,
 	}
 	if out.Err != nil {
-		d.Err = &ipc.ProgramError{Kind: string(out.Err.Kind), Message: clipChars(out.Err.Message, ipc.MaxErrorChars)}
+		d.Err = &ipc.ProgramError{Kind: string(out.Err.Kind), Message: jstext.Prefix(out.Err.Message, ipc.MaxErrorChars)}
 	}
 	var logs ipc.LogPrefix
 	for _, e := range out.Logs {
@@ -200,9 +200,6 @@ func doneOf(out *guest.Outcome) *ipc.Done {
 	d.LogPrefix, d.LogEntries, d.LogChars = logs.String(), logs.Entries(), logs.Chars()
 	return d
 }
-
-// clipChars cuts s to n UTF-16 code units.
-func clipChars(s string, n int) string { return jstext.Prefix(s, n) }
 
 // ipcHost adapts guest host calls and console entries to frames.
 type ipcHost struct {
@@ -269,5 +266,16 @@ func (h *ipcHost) readReplies(r *ipc.Reader) {
 		} else {
 			settle(guest.Reply{Err: m.Err})
 		}
+	}
+}
+
+// engineOptions fills the engine's required bounds from their one
+// definition, package ipc: the parent checks the same constants.
+func engineOptions(cacheDir string, memoryLimit uint64) guest.EngineOptions {
+	return guest.EngineOptions{
+		CacheDir:         cacheDir,
+		MemoryLimitBytes: memoryLimit,
+		MaxArgBytes:      ipc.MaxPayloadBytes,
+		MaxResultChars:   ipc.MaxResultChars,
 	}
 }

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -98,4 +100,36 @@ func BenchmarkCallTool_Overhead(b *testing.B) {
 	b.ReportMetric(pct(via, .5), "connecta-p50-ms")
 	b.ReportMetric(pct(via, .99), "connecta-p99-ms")
 	b.ReportMetric(pct(via, .5)-pct(dir, .5), "overhead-p50-ms")
+}
+
+// BenchmarkExecuteCode_Parent drives execute_code `1+1` over raw HTTP (a
+// keep-alive client that allocates little) and reports the parent's share:
+// this test process is the parent, every program runs in a child process, so
+// allocs/op and B/op are the server's allocation per execution plus a small
+// client constant.
+func BenchmarkExecuteCode_Parent(b *testing.B) {
+	sharedPool(b)
+	h := newHarness(b, harnessOptions{code: withCode})
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"async () => 1+1"}}}`)
+	client := &http.Client{}
+	post := func() {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`\"result\":2`)) {
+			b.Fatalf("status %d: %s", resp.StatusCode, out)
+		}
+	}
+	post()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		post()
+	}
 }

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -32,7 +31,6 @@ type requestInfo struct {
 	// extendWrite pushes the response write deadline out when a call asks
 	// for a longer deadline than the server-wide write timeout allows.
 	extendWrite func(d time.Duration)
-	server      *mcp.Server
 }
 
 type requestInfoKey struct{}

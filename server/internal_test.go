@@ -105,10 +105,10 @@ func TestProject_FlatAndEnvelope(t *testing.T) {
 	}
 }
 
-func TestClampBytes_CodepointSafe(t *testing.T) {
+func TestClamp_CodepointSafe(t *testing.T) {
 	s := strings.Repeat("é", 300) // 600 bytes
-	got := jstext.ClampBytes(s, MaxEchoBytes)
-	if !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) > MaxEchoBytes+len("…") {
+	got := jstext.Clamp(s, jstext.MaxEchoBytes)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) > jstext.MaxEchoBytes+len("…") {
 		t.Fatalf("clamp %d bytes valid=%v", len(got), utf8.ValidString(got))
 	}
 }

@@ -30,8 +30,6 @@ const (
 	MaxInstructionsChars = 1000
 	// §1: call_destructive_tool's reason.
 	MaxReasonChars = 500
-	// §2: caller text echoed back is clamped to this many bytes plus "…".
-	MaxEchoBytes = 512
 	// §9: the usage skill stays under this many bytes.
 	MaxUsageSkillBytes = 9000
 	// §1 tools/list cache hint.

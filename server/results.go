@@ -33,7 +33,7 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 	}
 	page, err := s.opts.Stash.Get(ctx, id, int(offset), int(maxBytes))
 	if err != nil {
-		return textError(fmt.Sprintf("Unknown or expired result id %s", quote(jstext.ClampBytes(id, MaxEchoBytes)))), nil
+		return textError(fmt.Sprintf("Unknown or expired result id %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)))), nil
 	}
 	return jsonResult(page), nil
 }

@@ -1,6 +1,6 @@
 // Package server is connecta's MCP front door: the seven top-level tools over
-// the official Go SDK, served as stateless streamable HTTP on /mcp (a fresh
-// MCP server per request) or over stdio, with request admission before auth,
+// the official Go SDK, served as stateless streamable HTTP on /mcp (one MCP
+// server shared by every request) or over stdio, with request admission before auth,
 // bearer tokens, a body cap, origin protection, /health, /metrics and
 // /activity.
 package server
@@ -113,6 +113,7 @@ type Server struct {
 	instructions   string
 	implementation *mcp.Implementation
 
+	mcp        *mcp.Server // the one MCP server: every HTTP request and the stdio session
 	mcpHandler http.Handler
 	publicHost string // host[:port] of PublicURL, "" when unset
 	draining   atomic.Bool
@@ -209,15 +210,8 @@ func New(opts Options) (*Server, error) {
 	s.instructions = instructions
 	s.tools = s.buildTools()
 
-	s.mcpHandler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		if info := infoFrom(r.Context()); info != nil {
-			if info.server == nil {
-				info.server = s.newMCPServer(info)
-			}
-			return info.server
-		}
-		return s.newMCPServer(&requestInfo{id: newRequestID(), actor: "local", ctx: r.Context()})
-	}, &mcp.StreamableHTTPOptions{
+	s.mcp = s.newMCPServer()
+	s.mcpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		JSONResponse:                 true,
 		MaxRequestBodyBytes:          r.MaxBodyBytes,
@@ -229,9 +223,12 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// newMCPServer is the fresh per-request MCP server; its tool handlers close
-// over the request so a client disconnect cancels their work.
-func (s *Server) newMCPServer(info *requestInfo) *mcp.Server {
+// newMCPServer builds the one MCP server every request and the stdio session
+// share: tools are registered once, so their schemas are marshalled once.
+// Per-request identity does not live in the server: the SDK hands the
+// session's connect context (the HTTP request's, carrying our requestInfo) to
+// every handler as its parent, and runTool reads it from there.
+func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(s.implementation, &mcp.ServerOptions{
 		Instructions: s.instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
@@ -245,7 +242,7 @@ func (s *Server) newMCPServer(info *requestInfo) *mcp.Server {
 	for i := range s.tools {
 		t := &s.tools[i]
 		srv.AddTool(t.tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return s.runTool(ctx, info, t, req)
+			return s.runTool(ctx, t, req)
 		})
 	}
 	return srv
@@ -253,7 +250,11 @@ func (s *Server) newMCPServer(info *requestInfo) *mcp.Server {
 
 // runTool runs one top-level tool call: the request's context is merged in
 // (disconnect cancels), the actor and request id are attached, metrics taken.
-func (s *Server) runTool(ctx context.Context, info *requestInfo, t *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	info := infoFrom(ctx)
+	if info == nil { // a handler reached without our front door: no identity to borrow
+		info = &requestInfo{actor: "local"}
+	}
 	// The work runs on a context that carries none of the SDK's values: the
 	// SDK server stores the inbound request's protocol version in its
 	// context, and the SDK client reads that same key when it talks to a
@@ -296,9 +297,10 @@ func (s *Server) runTool(ctx context.Context, info *requestInfo, t *toolEntry, r
 // ServeStdio serves one MCP session over stdin/stdout until the client
 // leaves or ctx ends. Logs must go to stderr (the caller's logger).
 func (s *Server) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
-	info := &requestInfo{actor: "stdio"}
-	srv := s.newMCPServer(info)
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	// The session's context is every handler's parent: the stdio identity
+	// rides on it (runTool gives each call its own request id).
+	ctx = context.WithValue(ctx, requestInfoKey{}, &requestInfo{actor: "stdio"})
+	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 	if err != nil && ctx.Err() != nil {
 		return nil
 	}

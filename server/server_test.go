@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -345,5 +346,38 @@ func TestRebinding_PublicURLHostAdmitted(t *testing.T) {
 	resp := send(t, req)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("public host through a local proxy: %d", resp.StatusCode)
+	}
+}
+
+// One MCP server serves every request: the identity of each request (actor,
+// request id) travels with that request, never with the server, so
+// concurrent callers with different tokens are recorded as themselves.
+func TestSharedServer_EachRequestCarriesItsOwnIdentity(t *testing.T) {
+	tokens := []server.Token{{Name: "laptop", Value: "s3cret-token-value-0123456789"}, {Name: "ci", Value: "another-token-value-abcdefghij"}}
+	h := newHarness(t, harnessOptions{tokens: tokens})
+	const perToken = 8
+	var wg sync.WaitGroup
+	for _, tok := range tokens {
+		cs := h.connect(t, tok.Value)
+		for range perToken {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "call_tool", Arguments: json.RawMessage(`{"address":"down.echo","args":{}}`)})
+				if err != nil || res.IsError {
+					t.Errorf("call_tool: %v %+v", err, res)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	actors := map[string]int{}
+	ids := map[string]bool{}
+	for _, ev := range h.activity.Recent(100) {
+		actors[ev.Actor]++
+		ids[ev.RequestID] = true
+	}
+	if actors["laptop"] != perToken || actors["ci"] != perToken || len(ids) != 2*perToken {
+		t.Fatalf("actors %v, %d distinct request ids; want %d each and %d ids", actors, len(ids), perToken, 2*perToken)
 	}
 }

@@ -40,7 +40,7 @@ func (s *Server) handleSkills(_ context.Context, _ *requestInfo, req *mcp.CallTo
 	if id, ok := strings.CutPrefix(name, "connector:"); ok {
 		c, found := s.connector(id)
 		if !found {
-			return textError(fmt.Sprintf("Unknown connector %s. Available skills: %s", quote(jstext.ClampBytes(id, MaxEchoBytes)), s.skillNames())), nil
+			return textError(fmt.Sprintf("Unknown connector %s. Available skills: %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)), s.skillNames())), nil
 		}
 		if strings.TrimSpace(c.guide) == "" {
 			return textError(fmt.Sprintf("Connector %s has no guide. Available skills: %s", quote(id), s.skillNames())), nil
@@ -50,7 +50,7 @@ func (s *Server) handleSkills(_ context.Context, _ *requestInfo, req *mcp.CallTo
 	if c, found := s.connector(name); found && strings.TrimSpace(c.guide) != "" {
 		return textError(fmt.Sprintf("Unknown skill %s. Connector guides are named \"connector:%s\".", quote(name), c.id)), nil
 	}
-	return textError(fmt.Sprintf("Unknown skill %s. Available skills: %s", quote(jstext.ClampBytes(name, MaxEchoBytes)), s.skillNames())), nil
+	return textError(fmt.Sprintf("Unknown skill %s. Available skills: %s", quote(jstext.Clamp(name, jstext.MaxEchoBytes)), s.skillNames())), nil
 }
 
 type connectorGuide struct{ id, title, guide string }

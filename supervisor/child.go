@@ -241,6 +241,27 @@ func (t *tail) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// ReadFrom drains the child's stderr pipe through a small stack buffer:
+// without it os/exec's copy allocates 32 KiB per child for a stream that is
+// almost always empty.
+func (t *tail) ReadFrom(r io.Reader) (int64, error) {
+	var b [512]byte
+	var n int64
+	for {
+		k, err := r.Read(b[:])
+		if k > 0 {
+			_, _ = t.Write(b[:k])
+			n += int64(k)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 // String is the retained tail (valid UTF-8, trimmed) and its length in bytes.
 func (t *tail) String() (string, int) {
 	t.mu.Lock()
@@ -250,4 +271,4 @@ func (t *tail) String() (string, int) {
 	return s, len(t.buf)
 }
 
-var _ io.Writer = (*tail)(nil)
+var _ io.ReaderFrom = (*tail)(nil)

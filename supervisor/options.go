@@ -3,13 +3,19 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/connecta-dev/connecta/ipc"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Contract and configuration defaults (DECISIONS.md "executor").
+// HostResultTooLarge is L6's over-bound result text (ipc.ResultTooLarge), for
+// hosts that check a result before it reaches the pool.
+func HostResultTooLarge(label string) error { return errors.New(ipc.ResultTooLarge(label)) }
+
+// Contract and configuration defaults (docs/DECISIONS.md "executor").
 const (
 	DefaultSlots        = 2
 	DefaultMaxQueue     = 32 // Options.MaxQueue has no implicit default: 0 means fail fast
@@ -21,12 +27,24 @@ const (
 	// DefaultKillGrace is how long past the wall deadline the parent waits
 	// for the child's own deadline error before killing it.
 	DefaultKillGrace    = 250 * time.Millisecond
+	// cpuGrace is how far past its guest CPU budget a child may go, in
+	// process CPU since the run frame was sent, before the parent kills it
+	// and answers with the engine's budget text. The engine stops a polling
+	// program at the budget itself; this bounds the ones that never poll.
+	// Kept well inside the 250 ms the contract allows: the check below can
+	// overshoot by cpuCheckMin × the child's threads.
+	cpuGrace    = 100 * time.Millisecond
+	cpuCheckMin = 5 * time.Millisecond
 	DefaultReadyTimeout = 10 * time.Second
 
 	// MaxLogChars is the joined-log prefix kept for failures (R5, X4).
-	MaxLogChars = 4001
-	// MaxHostResultBytes bounds a host call's serialized result (L6).
-	MaxHostResultBytes = 262144 - 4096
+	MaxLogChars = ipc.MaxRetainedLogChars
+	// MaxHostResultBytes bounds a host call's serialized result (L6); its
+	// definition is ipc.MaxPayloadBytes.
+	MaxHostResultBytes = ipc.MaxPayloadBytes
+	// MaxResultChars is R2's result bound (ipc.MaxResultChars), for prose
+	// that states it.
+	MaxResultChars = ipc.MaxResultChars
 	// stderrTailBytes is the crash report's stderr tail.
 	stderrTailBytes = 8 << 10
 	// Parent-side backstop against a child that floods logs past the guest's

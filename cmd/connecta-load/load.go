@@ -221,7 +221,7 @@ func (c *collector) fail(code, sample string) {
 }
 
 func clamp(s string, n int) string {
-	return jstext.ClampBytes(strings.ReplaceAll(s, "\n", " "), n)
+	return jstext.Clamp(strings.ReplaceAll(s, "\n", " "), n)
 }
 
 // Run drives cfg.Clients concurrent MCP sessions, each calling the tool in

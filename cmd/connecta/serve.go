@@ -272,6 +272,7 @@ func codeSnapshot(s supervisor.Snapshot) any {
 // let in-flight requests finish within the grace period, close the executor
 // (programs still running end executor_closed), close connectors.
 func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	applyRuntime(cfg.Runtime, os.LookupEnv, o.log)
 	// Bind first: a taken address fails before any child is spawned.
 	var ln net.Listener
 	if !o.stdio {

@@ -14,10 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/jstext"
 )
@@ -26,12 +24,6 @@ import (
 const (
 	// DefaultRing is activity.ring's default capacity.
 	DefaultRing = 1000
-	// MaxIdentityBytes clamps connectorId and toolName (V3).
-	MaxIdentityBytes = 128
-	// MaxAddressBytes clamps address (V3): two identities and the dot.
-	MaxAddressBytes = 257
-	// ClampMarker ends a clamped field.
-	ClampMarker = jstext.Marker
 	// maxContextBytes bounds the request-scoped strings (requestId, actor,
 	// source, errorCode) so no caller-influenced field is unbounded.
 	maxContextBytes = 128
@@ -189,18 +181,20 @@ func (r *Recorder) complete(e Event) Event {
 	e.OccurredAt = time.Now().UTC().Truncate(time.Millisecond) // ISO-8601 with milliseconds, like the original
 	e.ServerName = r.serverName
 	e.ServerVersion = r.serverVersion
-	e.ConnectorID = Clamp(e.ConnectorID, MaxIdentityBytes)
-	e.ToolName = Clamp(e.ToolName, MaxIdentityBytes)
-	e.Address = Clamp(e.Address, MaxAddressBytes)
-	e.RequestID = Clamp(e.RequestID, maxContextBytes)
-	e.Actor = Clamp(e.Actor, maxContextBytes)
-	e.Source = Clamp(e.Source, maxContextBytes)
-	e.Outcome = Clamp(e.Outcome, maxContextBytes)
-	e.ErrorCode = Clamp(e.ErrorCode, maxContextBytes)
+	// The identity clamps (V3) are jstext.Clamp, the helper discovery uses
+	// for the addresses it echoes (S4).
+	e.ConnectorID = jstext.Clamp(e.ConnectorID, jstext.MaxIdentityBytes)
+	e.ToolName = jstext.Clamp(e.ToolName, jstext.MaxIdentityBytes)
+	e.Address = jstext.Clamp(e.Address, jstext.MaxAddressBytes)
+	e.RequestID = jstext.Clamp(e.RequestID, maxContextBytes)
+	e.Actor = jstext.Clamp(e.Actor, maxContextBytes)
+	e.Source = jstext.Clamp(e.Source, maxContextBytes)
+	e.Outcome = jstext.Clamp(e.Outcome, maxContextBytes)
+	e.ErrorCode = jstext.Clamp(e.ErrorCode, maxContextBytes)
 	if e.Friction == "" {
 		e.Friction = Friction(e.ErrorCode)
 	} else {
-		e.Friction = Clamp(e.Friction, maxContextBytes)
+		e.Friction = jstext.Clamp(e.Friction, maxContextBytes)
 	}
 	if e.DurationMs < 0 {
 		e.DurationMs = 0
@@ -277,32 +271,4 @@ func NewID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
-}
-
-// Clamp returns s as valid UTF-8 of at most max bytes: each invalid byte
-// becomes U+FFFD, and a longer result keeps its longest whole-rune prefix
-// that fits with ClampMarker appended. A short valid string comes back
-// unchanged. Work is bounded by max, not by len(s).
-func Clamp(s string, max int) string {
-	if len(s) <= max && utf8.ValidString(s) {
-		return s
-	}
-	if max < len(ClampMarker) {
-		return ""
-	}
-	// Sanitize, but never more than max+1 output bytes: enough to know
-	// whether the whole value fits.
-	var b strings.Builder
-	b.Grow(max + utf8.UTFMax)
-	i := 0
-	for i < len(s) && b.Len() <= max {
-		r, size := utf8.DecodeRuneInString(s[i:]) // an invalid byte decodes as U+FFFD, size 1
-		b.WriteRune(r)
-		i += size
-	}
-	out := b.String()
-	if i == len(s) && len(out) <= max {
-		return out
-	}
-	return jstext.ClampBytes(out, max-len(ClampMarker))
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 func TestV2_FrictionTable(t *testing.T) {
@@ -162,14 +164,14 @@ func TestV3_IdentityClamp(t *testing.T) {
 			for _, f := range []struct {
 				v   string
 				max int
-			}{{e.ConnectorID, MaxIdentityBytes}, {e.ToolName, MaxIdentityBytes}, {e.Address, MaxAddressBytes}} {
-				if len(f.v) > f.max {
-					t.Errorf("%d bytes > %d", len(f.v), f.max)
+			}{{e.ConnectorID, jstext.MaxIdentityBytes}, {e.ToolName, jstext.MaxIdentityBytes}, {e.Address, jstext.MaxAddressBytes}} {
+				if len(f.v) > f.max+len(jstext.Marker) {
+					t.Errorf("%d bytes > %d and the marker", len(f.v), f.max)
 				}
 				if !utf8.ValidString(f.v) {
 					t.Errorf("invalid UTF-8 %q", f.v)
 				}
-				if !strings.HasSuffix(f.v, ClampMarker) {
+				if !strings.HasSuffix(f.v, jstext.Marker) {
 					t.Errorf("clamped value lacks the marker: %q", f.v)
 				}
 			}
@@ -182,15 +184,33 @@ func TestV3_IdentityClamp(t *testing.T) {
 		t.Fatalf("short values changed: %+v", e)
 	}
 	// Exactly at the bound stays exact.
-	at := strings.Repeat("a", MaxIdentityBytes)
-	if got := Clamp(at, MaxIdentityBytes); got != at {
-		t.Fatal("value at the bound was clamped")
+	at := strings.Repeat("a", jstext.MaxIdentityBytes)
+	r.Record(Event{ConnectorID: at, ToolName: at, Address: at + "." + at})
+	if e := r.Recent(1)[0]; e.ConnectorID != at || e.ToolName != at || e.Address != at+"."+at {
+		t.Fatalf("values at the bound were clamped: %+v", e)
 	}
-	if got := Clamp(at+"b", MaxIdentityBytes); len(got) != MaxIdentityBytes || !strings.HasSuffix(got, ClampMarker) {
-		t.Fatalf("one over the bound: %d bytes %q", len(got), got)
+}
+
+// The identity clamp rule (docs/DECISIONS.md "Identity clamps"): the first
+// N UTF-8 bytes on a character boundary, then the marker. Before one helper
+// served activity and discovery, activity kept N bytes in all (N−3 of text),
+// so the same caller-authored id read differently in /activity and in a
+// describe error.
+func TestV3_IdentityClampKeepsNBytesThenMarker(t *testing.T) {
+	r, _ := New(Options{})
+	at := strings.Repeat("a", jstext.MaxIdentityBytes)
+	r.Record(Event{ConnectorID: at + "b", ToolName: at + "b", Address: at + "." + at + "b"})
+	e := r.Recent(1)[0]
+	if e.ConnectorID != at+jstext.Marker || e.ToolName != at+jstext.Marker {
+		t.Fatalf("one over the bound: %q", e.ConnectorID)
 	}
-	// Never splits a rune: 125 bytes of room over 4-byte runes keeps 31 runes.
-	if got := Clamp(emoji, MaxIdentityBytes); got != strings.Repeat("😀", 31)+ClampMarker {
+	if e.Address != at+"."+at+jstext.Marker {
+		t.Fatalf("address one over the bound: %q", e.Address)
+	}
+	// Never splits a rune: 128 bytes over 4-byte runes keeps 32 of them.
+	emoji := strings.Repeat("😀", 40)
+	r.Record(Event{ConnectorID: emoji})
+	if got := r.Recent(1)[0].ConnectorID; got != strings.Repeat("😀", 32)+jstext.Marker {
 		t.Fatalf("rune split: %q", got)
 	}
 }
@@ -259,24 +279,6 @@ func TestV2_ExplicitFrictionKeptAndNegativesClamped(t *testing.T) {
 	if e := r.Recent(1)[0]; e.Friction != FrictionResultTooLarge {
 		t.Fatalf("explicit friction lost: %+v", e)
 	}
-}
-
-func FuzzClamp(f *testing.F) {
-	f.Add("tracker", 128)
-	f.Add(strings.Repeat("😀", 40), 128)
-	f.Add("\xff\xfe\xfd", 2)
-	f.Fuzz(func(t *testing.T, s string, max int) {
-		if max < 0 || max > 1<<16 {
-			return
-		}
-		got := Clamp(s, max)
-		if len(got) > max || !utf8.ValidString(got) {
-			t.Fatalf("Clamp(%q, %d) = %q", s, max, got)
-		}
-		if utf8.ValidString(s) && len(s) <= max && got != s {
-			t.Fatalf("short valid value changed")
-		}
-	})
 }
 
 func sameSet(a, b []string) bool {

@@ -76,9 +76,9 @@ func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p Descr
 		}
 		cat := loaded[slot[t.connector.ID]]
 		if cat.err != nil {
-			msg := gateway.ClampEcho(cat.err.Message)
+			msg := jstext.Clamp(cat.err.Message, jstext.MaxEchoBytes)
 			entries[i] = gateway.Object{
-				{Key: "address", Value: gateway.ClampEcho(a)},
+				{Key: "address", Value: jstext.Clamp(a, jstext.MaxEchoBytes)},
 				{Key: "error", Value: msg},
 				{Key: "errorDetails", Value: catalogFailure(cat.err)},
 			}
@@ -114,7 +114,7 @@ func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p Descr
 // failedEntry is {address (clamped), error, errorDetails}.
 func failedEntry(address string, e *gateway.Error) gateway.Object {
 	return gateway.Object{
-		{Key: "address", Value: gateway.ClampEcho(address)},
+		{Key: "address", Value: jstext.Clamp(address, jstext.MaxEchoBytes)},
 		{Key: "error", Value: e.Message},
 		{Key: "errorDetails", Value: e},
 	}
@@ -174,7 +174,7 @@ func suggestions(connectorID, attempted string, tools []gateway.Tool, cells *int
 	for i := range tools {
 		name := tools[i].Name
 		address := connectorID + "." + name
-		if len(address) > gateway.MaxEchoBytes {
+		if len(address) > jstext.MaxEchoBytes {
 			continue // a clipped address would no longer be canonical
 		}
 		lower := strings.ToLower(name)

@@ -138,14 +138,14 @@ func TestE7_CallerAuthoredTextIsClampedTo512Bytes(t *testing.T) {
 	huge := "ghost." + strings.Repeat("x_", 25_000) // 50 KB invented address
 	raw, tools := describeEntries(t, s, gateway.FrontDoorProgram, fmt.Sprintf(`{"addresses":[%q,"ci.get_run"]}`, huge))
 	addr := tools[0]["address"].(string)
-	if len(addr) != gateway.MaxEchoBytes+len("…") || !strings.HasSuffix(addr, "…") || !strings.HasPrefix(huge, strings.TrimSuffix(addr, "…")) {
+	if len(addr) != jstext.MaxEchoBytes+len("…") || !strings.HasSuffix(addr, "…") || !strings.HasPrefix(huge, strings.TrimSuffix(addr, "…")) {
 		t.Fatalf("address %d bytes", len(addr))
 	}
 	d := tools[0]["errorDetails"].(map[string]any)
-	if msg := d["message"].(string); len(msg) > gateway.MaxEchoBytes+32 {
+	if msg := d["message"].(string); len(msg) > jstext.MaxEchoBytes+32 {
 		t.Fatalf("message %d bytes", len(msg))
 	}
-	if q := d["nextAction"].(map[string]any)["arguments"].(map[string]any)["query"].(string); len(q) > gateway.MaxEchoBytes+len("…") {
+	if q := d["nextAction"].(map[string]any)["arguments"].(map[string]any)["query"].(string); len(q) > jstext.MaxEchoBytes+len("…") {
 		t.Fatalf("query %d bytes", len(q))
 	}
 	if len(raw) > 4_000 {
@@ -250,7 +250,7 @@ func TestE7_MissHelpers(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
-	if gateway.ClampEcho("short") != "short" || jstext.ClampBytes("héllo", 2) != "h…" {
+	if jstext.Clamp("short", jstext.MaxEchoBytes) != "short" || jstext.Clamp("héllo", 2) != "h…" {
 		t.Fatal("clamp")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // catalogResult is one connector's catalog for this request, or why not.
@@ -66,7 +67,7 @@ func (s *Service) loadOne(ctx context.Context, id, route string) catalogResult {
 	}
 	return catalogResult{err: &gateway.Error{
 		Code:      gateway.CodeCatalogLookupFailed,
-		Message:   gateway.ClampEcho(err.Error()),
+		Message:   jstext.Clamp(err.Error(), jstext.MaxEchoBytes),
 		Retryable: false,
 	}}
 }
@@ -80,7 +81,7 @@ func cancelledError() *gateway.Error {
 func catalogFailure(e *gateway.Error) gateway.Object {
 	obj := gateway.Object{
 		{Key: "code", Value: e.Code},
-		{Key: "message", Value: gateway.ClampEcho(e.Message)},
+		{Key: "message", Value: jstext.Clamp(e.Message, jstext.MaxEchoBytes)},
 		{Key: "retryable", Value: e.Retryable},
 	}
 	if e.RetryAfterMs != nil {

@@ -57,7 +57,7 @@ func connectorTitle(c *gateway.ConnectorInfo) string {
 	if t == "" {
 		return ""
 	}
-	return jstext.ClampBytes(t, MaxConnectorTitle-len("…"))
+	return jstext.Clamp(t, MaxConnectorTitle-len("…"))
 }
 
 // skillName is the skill that fetches a connector's guide.

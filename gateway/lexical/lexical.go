@@ -10,7 +10,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Bounds of the no-match analysis.
@@ -583,7 +584,7 @@ func (r *Result) Analyze(page []Ref) Analysis {
 		a.Truncated = true
 	}
 	for i, t := range shown {
-		text, clipped := clipPoints(t, MaxAnalysisTermPoints)
+		text, clipped := jstext.ClampPoints(t, MaxAnalysisTermPoints)
 		if clipped {
 			a.Truncated = true
 		}
@@ -608,21 +609,6 @@ func (r *Result) Analyze(page []Ref) Analysis {
 		}
 	}
 	return a
-}
-
-// clipPoints keeps at most max code points, the last being "…" when clipped.
-func clipPoints(s string, max int) (string, bool) {
-	if utf8.RuneCountInString(s) <= max {
-		return s, false
-	}
-	k := 0
-	for i := range s {
-		if k == max-1 {
-			return s[:i] + "…", true
-		}
-		k++
-	}
-	return s, false
 }
 
 // isJSWhitespace is the set String.prototype.trim removes.

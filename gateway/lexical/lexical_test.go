@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 func TestS1_TokensSplitCamelCaseAndKeepOnlyASCII(t *testing.T) {
@@ -174,7 +176,7 @@ func TestS1_QueryAnalysisIsBounded(t *testing.T) {
 	if !reflect.DeepEqual(a.Represented, []string{"alpha"}) || !reflect.DeepEqual(a.OtherResult, []string{"beta"}) {
 		t.Fatalf("got %+v", a)
 	}
-	clipped, _ := clipPoints(long, MaxAnalysisTermPoints)
+	clipped, _ := jstext.ClampPoints(long, MaxAnalysisTermPoints)
 	if n := len([]rune(clipped)); n != MaxAnalysisTermPoints || !strings.HasSuffix(clipped, "…") {
 		t.Fatalf("clip: %d %q", n, clipped)
 	}

@@ -62,7 +62,7 @@ type HandleError struct {
 }
 
 func (e *HandleError) Error() string {
-	return fmt.Sprintf("Unknown or expired result id %q", jstext.ClampBytes(e.Handle, maxHandleInError))
+	return fmt.Sprintf("Unknown or expired result id %q", jstext.Clamp(e.Handle, maxHandleInError))
 }
 
 func (e *HandleError) Unwrap() error { return e.Err }

@@ -27,10 +27,12 @@ import (
 const (
 	// MaxFindings is how many findings one check reports.
 	MaxFindings = 8
-	// MaxPathBytes, MaxCodeBytes and MaxExpectedBytes bound each field.
-	MaxPathBytes     = 256
-	MaxCodeBytes     = 64
-	MaxExpectedBytes = 128
+	// MaxPathChars, MaxCodeChars and MaxExpectedChars bound each field in
+	// UTF-16 code units, the unit the model's JSON.stringify counts; a
+	// clipped field ends in jstext.Marker and sets Finding.Clipped.
+	MaxPathChars     = 256
+	MaxCodeChars     = 64
+	MaxExpectedChars = 128
 	// DefaultCacheEntries bounds the compiled-validator LRU.
 	DefaultCacheEntries = 256
 	// MaxSchemaBytes: a larger advertised schema is not compiled (passes
@@ -55,6 +57,8 @@ type Finding struct {
 	Path     string `json:"path"`
 	Code     string `json:"code"`
 	Expected string `json:"expected"`
+	// Clipped reports that a field was cut to its bound.
+	Clipped bool `json:"-"`
 }
 
 // Options configure a Validator.
@@ -299,9 +303,11 @@ func findingsOf(root *jsonschema.ValidationError, doc any) []Finding {
 	seen := map[Finding]bool{}
 	var out []Finding
 	add := func(f Finding) {
-		f.Path = clamp(f.Path, MaxPathBytes)
-		f.Code = clamp(f.Code, MaxCodeBytes)
-		f.Expected = clamp(f.Expected, MaxExpectedBytes)
+		var pc, cc, xc bool
+		f.Path, pc = clamp(f.Path, MaxPathChars)
+		f.Code, cc = clamp(f.Code, MaxCodeChars)
+		f.Expected, xc = clamp(f.Expected, MaxExpectedChars)
+		f.Clipped = pc || cc || xc
 		if !seen[f] {
 			seen[f] = true
 			out = append(out, f)
@@ -548,16 +554,13 @@ func join(path, name string) string {
 	return path + "/" + escape(name)
 }
 
-// clamp returns s as valid UTF-8 of at most max bytes, cut on a rune
-// boundary with a marker when longer.
-func clamp(s string, max int) string {
+// clamp returns s as valid UTF-8 of at most max UTF-16 code units, cut on a
+// character boundary with a marker when longer.
+func clamp(s string, max int) (string, bool) {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if len(s) <= max {
-		return s
-	}
-	return jstext.ClampBytes(s, max-len(jstext.Marker))
+	return jstext.ClampUnits(s, max)
 }
 
 // Bounds on number literals that validation will evaluate.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 const objSchema = `{
@@ -35,46 +37,46 @@ func TestE8_FindingsTable(t *testing.T) {
 	}{
 		{"valid", objSchema, `{"name":"abc","count":3}`, nil},
 		{"missing required reports declared type", objSchema, `{}`,
-			[]Finding{{"/name", "required", "string"}}},
+			[]Finding{{Path: "/name", Code: "required", Expected: "string"}}},
 		{"declared property wrong type reports type, not additionalProperties", objSchema, `{"name":"abc","count":"three"}`,
-			[]Finding{{"/count", "type", "integer"}}},
+			[]Finding{{Path: "/count", Code: "type", Expected: "integer"}}},
 		{"undeclared property reports additionalProperties", objSchema, `{"name":"abc","extra":1}`,
-			[]Finding{{"/extra", "additionalProperties", "no additional properties"}}},
+			[]Finding{{Path: "/extra", Code: "additionalProperties", Expected: "no additional properties"}}},
 		{"enum", objSchema, `{"name":"abc","mode":"zzz"}`,
-			[]Finding{{"/mode", "enum", "one of the declared values"}}},
+			[]Finding{{Path: "/mode", Code: "enum", Expected: "one of the declared values"}}},
 		{"minimum", objSchema, `{"name":"abc","count":0}`,
-			[]Finding{{"/count", "minimum", ">= 1"}}},
+			[]Finding{{Path: "/count", Code: "minimum", Expected: ">= 1"}}},
 		{"maximum", objSchema, `{"name":"abc","count":11}`,
-			[]Finding{{"/count", "maximum", "<= 10"}}},
+			[]Finding{{Path: "/count", Code: "maximum", Expected: "<= 10"}}},
 		{"minLength", objSchema, `{"name":"a"}`,
-			[]Finding{{"/name", "minLength", "at least 2 characters"}}},
+			[]Finding{{Path: "/name", Code: "minLength", Expected: "at least 2 characters"}}},
 		{"nested item type", objSchema, `{"name":"abc","tags":["ok",5]}`,
-			[]Finding{{"/tags/1", "type", "string"}}},
+			[]Finding{{Path: "/tags/1", Code: "type", Expected: "string"}}},
 		{"maxItems", objSchema, `{"name":"abc","tags":["a","b","c"]}`,
-			[]Finding{{"/tags", "maxItems", "at most 2 items"}}},
+			[]Finding{{Path: "/tags", Code: "maxItems", Expected: "at most 2 items"}}},
 		{"nested required and undeclared", objSchema, `{"name":"abc","nested":{"y":1}}`,
-			[]Finding{{"/nested/x", "required", "number"}, {"/nested/y", "additionalProperties", "no additional properties"}}},
+			[]Finding{{Path: "/nested/x", Code: "required", Expected: "number"}, {Path: "/nested/y", Code: "additionalProperties", Expected: "no additional properties"}}},
 		{"root not an object", objSchema, `[1]`,
-			[]Finding{{"/", "type", "object"}}},
+			[]Finding{{Path: "/", Code: "type", Expected: "object"}}},
 		{"nil args mean {}", objSchema, ``,
-			[]Finding{{"/name", "required", "string"}}},
+			[]Finding{{Path: "/name", Code: "required", Expected: "string"}}},
 		{"required without declared type", `{"type":"object","required":["q"]}`, `{}`,
-			[]Finding{{"/q", "required", "present"}}},
+			[]Finding{{Path: "/q", Code: "required", Expected: "present"}}},
 		{"pointer escaping", `{"type":"object","properties":{"a/b":{"type":"string"}}}`, `{"a/b":1}`,
-			[]Finding{{"/a~1b", "type", "string"}}},
+			[]Finding{{Path: "/a~1b", Code: "type", Expected: "string"}}},
 		{"type union", `{"type":"object","properties":{"v":{"type":["string","null"]}}}`, `{"v":1}`,
-			[]Finding{{"/v", "type", "null | string"}}},
+			[]Finding{{Path: "/v", Code: "type", Expected: "null | string"}}},
 		{"false property", `{"type":"object","properties":{"v":false}}`, `{"v":1}`,
-			[]Finding{{"/v", "properties", "no value here"}}},
+			[]Finding{{Path: "/v", Code: "properties", Expected: "no value here"}}},
 		{"unevaluatedProperties", `{"type":"object","properties":{"a":{}},"unevaluatedProperties":false}`, `{"a":1,"b":2}`,
-			[]Finding{{"/b", "unevaluatedProperties", "no value here"}}},
+			[]Finding{{Path: "/b", Code: "unevaluatedProperties", Expected: "no value here"}}},
 		{"allOf: property declared in a sibling reports only its keyword",
 			`{"allOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object","properties":{"a":{}},"additionalProperties":false}]}`,
-			`{"a":1}`, []Finding{{"/a", "type", "string"}}},
+			`{"a":1}`, []Finding{{Path: "/a", Code: "type", Expected: "string"}}},
 		{"draft-07 metaschema is embedded", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string"}}}`,
-			`{"a":1}`, []Finding{{"/a", "type", "string"}}},
+			`{"a":1}`, []Finding{{Path: "/a", Code: "type", Expected: "string"}}},
 		{"local $ref resolves", `{"$defs":{"s":{"type":"string"}},"type":"object","properties":{"a":{"$ref":"#/$defs/s"}}}`,
-			`{"a":1}`, []Finding{{"/a", "type", "string"}}},
+			`{"a":1}`, []Finding{{Path: "/a", Code: "type", Expected: "string"}}},
 		{"unsupported: invalid schema passes through", `{"type":12}`, `{"a":1}`, nil},
 		{"unsupported: not JSON passes through", `{"type":`, `{"a":1}`, nil},
 		{"unsupported: relative external $ref passes through", `{"$ref":"other.json"}`, `{"a":1}`, nil},
@@ -132,8 +134,15 @@ func TestE8_FindingsBounded(t *testing.T) {
 	}
 	// The hostile-named property sorts after the p.. ones; check it directly.
 	got = v.Check(json.RawMessage(`{"type":"object","additionalProperties":false}`), json.RawMessage("{"+string(key)+":1}"))
-	if len(got) != 1 || len(got[0].Path) > MaxPathBytes || !utf8.ValidString(got[0].Path) || !strings.HasSuffix(got[0].Path, "…") {
+	if len(got) != 1 || jstext.Len(got[0].Path) > MaxPathChars || !utf8.ValidString(got[0].Path) || !strings.HasSuffix(got[0].Path, "…") || !got[0].Clipped {
 		t.Fatalf("path not clamped: %d bytes", len(got[0].Path))
+	}
+	// The bound is in UTF-16 units: a non-ASCII path within it is whole.
+	within := strings.Repeat("é", MaxPathChars-2)
+	key, _ = json.Marshal(within)
+	got = v.Check(json.RawMessage(`{"type":"object","additionalProperties":false}`), json.RawMessage("{"+string(key)+":1}"))
+	if len(got) != 1 || got[0].Path != "/"+within || got[0].Clipped {
+		t.Fatalf("a %d-unit path was cut: %d units, clipped %v", MaxPathChars-1, jstext.Len(got[0].Path), got[0].Clipped)
 	}
 }
 
@@ -223,7 +232,7 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("unbounded: %d findings, total %d", len(got), total)
 		}
 		for _, fd := range got {
-			if len(fd.Path) > MaxPathBytes || len(fd.Code) > MaxCodeBytes || len(fd.Expected) > MaxExpectedBytes {
+			if jstext.Len(fd.Path) > MaxPathChars || jstext.Len(fd.Code) > MaxCodeChars || jstext.Len(fd.Expected) > MaxExpectedChars {
 				t.Fatalf("field over its bound: %#v", fd)
 			}
 			if !utf8.ValidString(fd.Path) || !utf8.ValidString(fd.Code) || !utf8.ValidString(fd.Expected) {
