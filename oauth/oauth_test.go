@@ -54,7 +54,11 @@ func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer,
 		PublicURL: r.public, Store: store, Metrics: r.reg,
 		RefreshBefore: 200 * time.Millisecond,
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },
-		Audit:         func(_ context.Context, a oauth.AuditRecord) { r.mu.Lock(); r.audits = append(r.audits, a); r.mu.Unlock() },
+		Audit: func(_ context.Context, a oauth.AuditRecord) {
+			r.mu.Lock()
+			r.audits = append(r.audits, a)
+			r.mu.Unlock()
+		},
 	}, []oauth.Connector{{ID: "tracker", Title: "Tracker", URL: rs.URL}})
 	if err != nil {
 		t.Fatal(err)
