@@ -258,7 +258,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		Issuer: f.Issuer, TokenURL: f.TokenURL, RevocationURL: f.RevocationURL,
 		ClientID: f.ClientID, ClientSecret: f.ClientSecret, AuthStyle: f.AuthStyle,
 		Resource: f.Resource, Scopes: f.Scopes,
-		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry,
+		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: m.now(),
 		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
 	}
 	if err := m.putGrant(ctx, id, g); err != nil {

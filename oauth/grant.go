@@ -27,6 +27,7 @@ type grant struct {
 	AccessToken   string           `json:"accessToken"`
 	RefreshToken  string           `json:"refreshToken,omitempty"`
 	Expiry        time.Time        `json:"expiry,omitzero"`
+	Obtained      time.Time        `json:"obtained"` // when the access token was issued to us
 	GrantedAt     time.Time        `json:"grantedAt"`
 	GrantedBy     string           `json:"grantedBy,omitempty"`
 }
@@ -80,9 +81,18 @@ func (m *Manager) noGrant(id string) *Error {
 		Message: fmt.Sprintf("Connector %q is not authorized yet: a person must sign in to it once for the team", id)}
 }
 
-// fresh reports whether an access token can be sent without refreshing.
+// fresh reports whether an access token can be sent without refreshing:
+// it is refreshed RefreshBefore ahead of its expiry, or a quarter of its
+// lifetime ahead when that is shorter (short-lived tokens).
 func (m *Manager) fresh(g *grant) bool {
-	return g.Expiry.IsZero() || m.now().Add(m.opts.RefreshBefore).Before(g.Expiry)
+	if g.Expiry.IsZero() {
+		return true
+	}
+	margin := m.opts.RefreshBefore
+	if life := g.Expiry.Sub(g.Obtained); !g.Obtained.IsZero() && life > 0 && life/4 < margin {
+		margin = life / 4
+	}
+	return m.now().Add(margin).Before(g.Expiry)
 }
 
 // accessToken returns a grant whose access token is current: the cached
@@ -160,7 +170,7 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error
 		return nil, e
 	}
 	next := *g
-	next.AccessToken, next.Expiry = tok.AccessToken, tok.Expiry
+	next.AccessToken, next.Expiry, next.Obtained = tok.AccessToken, tok.Expiry, m.now()
 	if tok.RefreshToken != "" {
 		next.RefreshToken = tok.RefreshToken // rotated
 	}

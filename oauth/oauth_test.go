@@ -52,7 +52,6 @@ func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer,
 	r := &rig{p: p, rs: rs, store: store, public: "http://" + ln.Addr().String(), reg: prometheus.NewRegistry()}
 	r.m, err = oauth.New(oauth.Options{
 		PublicURL: r.public, Store: store, Metrics: r.reg,
-		RefreshBefore: 200 * time.Millisecond,
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },
 		Audit: func(_ context.Context, a oauth.AuditRecord) {
 			r.mu.Lock()
