@@ -85,13 +85,7 @@ func boundError(e *gateway.Error) (bounded *gateway.Error, object []byte, ok boo
 	return b, obj, true
 }
 
-func marshalError(e *gateway.Error) ([]byte, error) {
-	b, err := e.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	return jsStyle(b), nil
-}
+func marshalError(e *gateway.Error) ([]byte, error) { return e.MarshalJSON() }
 
 // framePrefix is what the prelude recognizes: the mark, the secret, a colon.
 func framePrefix(secret string) string { return FrameMark + secret + ":" }

@@ -378,13 +378,6 @@ func TestL4_CodeOver128KiBIsInvalidArgs(t *testing.T) {
 	}
 }
 
-func TestJSStyleLineSeparators(t *testing.T) {
-	in := []byte(`{"a":"x\u2028y\\u2029z\u2029"}`)
-	if got := string(jsStyle(in)); got != "{\"a\":\"x\u2028y\\\\u2029z\u2029\"}" {
-		t.Fatalf("%s", got)
-	}
-}
-
 func FuzzEmitBlock(f *testing.F) {
 	for _, s := range []string{`[{"type":"text","text":"a"}]`, `[{"type":"image","data":"AA==","mimeType":"x"}]`, `[{"type":"x"}]`, `[`, `[{"type":"text","text":"a","type":"image"}]`} {
 		f.Add(s)

@@ -87,6 +87,18 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 	return MarshalOrdered(fields)
 }
 
+// Object is the `error` object both front doors show the model: a
+// program's typed failure and every top-level tool's failure envelope go
+// through it. Details that cannot marshal are dropped rather than failing
+// the answer; code, message and retryable always stay.
+func (e *Error) Object() json.RawMessage {
+	b, err := e.MarshalJSON()
+	if err != nil {
+		b, _ = (&Error{Code: e.Code, Message: e.Message, Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs}).MarshalJSON()
+	}
+	return b
+}
+
 // Errorf builds an Error with no details.
 func Errorf(code Code, retryable bool, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryable}

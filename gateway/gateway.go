@@ -17,6 +17,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -33,6 +34,10 @@ type ConnectorSpec struct {
 
 	Command []string
 	Env     map[string]string // the child's whole environment (explicit only)
+
+	// Secrets are the values secret references in Headers or Env resolved
+	// to; a stdio server's stderr tail shows each as "[redacted]".
+	Secrets []string
 
 	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
 
@@ -105,6 +110,7 @@ type Gateway struct {
 	connectors map[string]*connector
 	order      []string
 	metrics    *metrics
+	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
 
 	life   context.Context
 	stop   context.CancelFunc
@@ -181,6 +187,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.connectors[spec.ID] = c
 		g.order = append(g.order, spec.ID)
 	}
+	g.forker = stdioshim.NewForker()
 	return g, nil
 }
 
@@ -196,6 +203,7 @@ func (g *Gateway) Close() error {
 		}
 		closing.Wait()
 		g.wg.Wait()
+		g.forker.Close() // every stdio process is reaped by now
 	})
 	return nil
 }
@@ -216,7 +224,7 @@ func (g *Gateway) Connectors() []ConnectorInfo {
 func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error) {
 	c := g.connectors[connectorID]
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxEchoBytes))
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 	}
 	snap, gerr := c.catalog(ctx, connectorID)
 	if gerr != nil {
@@ -281,7 +289,7 @@ func (g *Gateway) InvalidateCatalog(connectorID string) {
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
 	c := g.connectors[connectorID]
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxEchoBytes))
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 	}
 	s := c.spec
 	switch {
@@ -313,6 +321,9 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 		}, nil
 	}
 }
+
+// lookup returns a configured connector, nil when unknown.
+func (g *Gateway) lookup(id string) *connector { return g.connectors[id] }
 
 // errGatewayClosed is returned for work arriving after Close.
 var errGatewayClosed = errors.New("gateway closed")

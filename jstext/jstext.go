@@ -164,9 +164,9 @@ func AppendQuote(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// Marshal is json.Marshal without HTML escaping: '<', '>' and '&' stay
-// literal, as JSON.stringify writes them. (encoding/json still escapes
-// U+2028 and U+2029.) The result is compact and has no trailing newline.
+// Marshal is json.Marshal as JSON.stringify writes: no HTML escaping ('<',
+// '>' and '&' stay literal) and U+2028/U+2029 raw. The result is compact
+// and has no trailing newline.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -174,5 +174,39 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return JSStyle(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// JSStyle rewrites Go encoder output to JavaScript's: Go escapes U+2028 and
+// U+2029 even with HTML escaping off, JSON.stringify does not.
+func JSStyle(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			if out != nil {
+				out = append(out, b[i])
+			}
+			continue
+		}
+		if b[i+1] == 'u' && i+5 < len(b) && b[i+2] == '2' && b[i+3] == '0' && b[i+4] == '2' && (b[i+5] == '8' || b[i+5] == '9') {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)), b[:i]...)
+			}
+			if b[i+5] == '8' {
+				out = append(out, "\u2028"...)
+			} else {
+				out = append(out, "\u2029"...)
+			}
+			i += 5
+			continue
+		}
+		if out != nil {
+			out = append(out, b[i], b[i+1])
+		}
+		i++ // skip the escaped byte so `\\u2028` stays literal
+	}
+	if out == nil {
+		return b
+	}
+	return out
 }

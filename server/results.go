@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 
@@ -16,15 +15,15 @@ import (
 func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, aerr := parseArgs(req.Params.Arguments)
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	id, aerr := args.requiredStr("id")
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	maxBytes, given, aerr := args.integer("maxBytes", 1, math.MaxInt32)
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	if !given {
 		// The deployment-wide cap, not a connector's (§7).
@@ -32,11 +31,13 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 	}
 	offset, _, aerr := args.integer("offset", 0, math.MaxInt32)
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	page, err := s.opts.Stash.Get(ctx, id, int(offset), int(maxBytes))
 	if err != nil {
-		return textError(fmt.Sprintf("Unknown or expired result id %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)))), nil
+		// An id the stash does not hold is the caller's argument (DECISIONS).
+		return failureResult(gateway.Errorf(gateway.CodeInvalidArgs, false,
+			"Unknown or expired result id %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)))), nil
 	}
 	return jsonResult(page), nil
 }
@@ -46,15 +47,15 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, aerr := parseArgs(req.Params.Arguments)
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	id, aerr := args.requiredStr("connector")
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	force, aerr := args.boolean("force")
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return argFailure(aerr), nil
 	}
 	if s.opts.OAuth != nil && s.opts.OAuth.Has(id) {
 		who := oauth.Caller{}
@@ -63,14 +64,13 @@ func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo
 		}
 		st, oerr := s.opts.OAuth.Authorize(ctx, id, force, who)
 		if oerr != nil {
-			return typedFailure(oauthError(oerr)), nil
+			return failureResult(oauthError(oerr)), nil
 		}
 		return jsonResult(oauthStatus(st)), nil
 	}
 	obj, gerr := s.opts.Gateway.Authorize(ctx, id)
 	if gerr != nil {
-		// §8: an unknown id (and any other failure) is a text error.
-		return textError(gerr.Message), nil
+		return failureResult(gerr), nil
 	}
 	return jsonResult(obj), nil
 }
@@ -110,13 +110,4 @@ func oauthError(oe *oauth.Error) *gateway.Error {
 		e.Details = append(e.Details, gateway.Field{Key: "details", Value: details})
 	}
 	return e
-}
-
-// typedFailure is a top-level typed failure {ok: false, error} with isError.
-func typedFailure(e *gateway.Error) *mcp.CallToolResult {
-	b, err := gateway.MarshalOrdered([]gateway.Field{{Key: "ok", Value: false}, {Key: "error", Value: e}})
-	if err != nil {
-		return textError(e.Message)
-	}
-	return rawJSONResult(b, true)
 }

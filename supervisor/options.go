@@ -99,6 +99,8 @@ type Options struct {
 	// testChildArgv, when set, replaces the child's argv after the
 	// executable path (tests select misbehaving children with it).
 	testChildArgv func(mode string) []string
+	// floorExe, when set, is executed instead of /proc/self/exe (SpawnFloor).
+	floorExe string
 }
 
 // Limits bound one run. Zero fields take the pool's (then the contract's)
