@@ -46,7 +46,7 @@ func textError(message string) *mcp.CallToolResult {
 // typedError is the discovery error shape {error:{code,message,retryable,…}}
 // with isError; text and structuredContent carry the same object.
 func typedError(e *gateway.Error) *mcp.CallToolResult {
-	b, err := gateway.MarshalOrdered([]gateway.Field{{Key: "error", Value: e}})
+	b, err := gateway.Object{{Key: "error", Value: e}}.MarshalJSON()
 	if err != nil {
 		return textError(e.Message)
 	}
