@@ -142,6 +142,10 @@ type Connector struct {
 	// operator_config naming the first entry.
 	Missing []MissingCredential
 
+	// Secrets are the values the references in Headers and Env resolved to
+	// (a stdio server's stderr tail is redacted with them).
+	Secrets []Secret
+
 	Line int // line of the connector's entry
 }
 

@@ -908,7 +908,7 @@ func (d *decoder) env(n *yaml.Node, path string, c *Connector) {
 // resolveConnectorValue resolves a connector header/env value. Failures do
 // not refuse the file: they are recorded on the connector (Missing).
 func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field string, c *Connector, bad func(string) bool) (string, bool) {
-	value, missing := d.r.resolve(segs, d.baseDir)
+	value, parts, missing := d.r.resolveParts(segs, d.baseDir)
 	for _, m := range missing {
 		c.Missing = append(c.Missing, MissingCredential{Reference: m.raw, Field: field, Reason: m.reason, Line: n.Line})
 	}
@@ -929,6 +929,9 @@ func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field stri
 		}
 		c.Missing = append(c.Missing, MissingCredential{Reference: ref, Field: field, Reason: "resolves to a value with control characters", Line: n.Line})
 		return "", false
+	}
+	for _, p := range parts {
+		c.Secrets = append(c.Secrets, NewSecret(p))
 	}
 	return value, true
 }

@@ -190,8 +190,16 @@ type unresolved struct {
 // resolve expands every reference of segs. On failure it returns the
 // references that did not resolve (and no value).
 func (r Resolver) resolve(segs []segment, baseDir string) (string, []unresolved) {
+	v, _, missing := r.resolveParts(segs, baseDir)
+	return v, missing
+}
+
+// resolveParts is resolve that also returns what each reference resolved to
+// (the secret values, for redaction).
+func (r Resolver) resolveParts(segs []segment, baseDir string) (string, []string, []unresolved) {
 	var b strings.Builder
 	var missing []unresolved
+	var parts []string
 	for _, s := range segs {
 		if s.kind == "" {
 			b.WriteString(s.literal)
@@ -203,11 +211,12 @@ func (r Resolver) resolve(segs []segment, baseDir string) (string, []unresolved)
 			continue
 		}
 		b.WriteString(v)
+		parts = append(parts, v)
 	}
 	if missing != nil {
-		return "", missing
+		return "", nil, missing
 	}
-	return b.String(), nil
+	return b.String(), parts, nil
 }
 
 func (r Resolver) resolveOne(s segment, baseDir string) (value, reason string) {

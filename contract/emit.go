@@ -17,11 +17,16 @@ import (
 const emitHint = `pass { type: "text", text } or { type: "image" | "audio", data /* base64 */, mimeType }`
 
 // emitFields are the exact keys of each block type, in the order the
-// refusal names them.
-var emitFields = map[string][]string{
-	"text":  {"type", "text"},
-	"image": {"type", "data", "mimeType"},
-	"audio": {"type", "data", "mimeType"},
+// refusal names them; nil for an unknown type. (A function, not a map
+// variable: package maps are built by init in every sandbox child.)
+func emitFields(typ string) []string {
+	switch typ {
+	case "text":
+		return []string{"type", "text"}
+	case "image", "audio":
+		return []string{"type", "data", "mimeType"}
+	}
+	return nil
 }
 
 // emitCollector holds one run's accepted blocks (M2, M5, M9).
@@ -83,14 +88,14 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 		return nil, nil, invalidEmit("connecta.emit accepts exactly one content block: %s", emitHint)
 	}
 	var typ string
-	if t, ok := fields["type"]; !ok || json.Unmarshal(t, &typ) != nil || emitFields[typ] == nil {
+	if t, ok := fields["type"]; !ok || json.Unmarshal(t, &typ) != nil || emitFields(typ) == nil {
 		got := "undefined"
 		if ok {
 			got = string(clipRaw(t, 64))
 		}
 		return nil, nil, invalidEmit(`connecta.emit supports content types "text", "image", and "audio"; got %s`, got)
 	}
-	want := emitFields[typ]
+	want := emitFields(typ)
 	values := map[string]string{}
 	for _, f := range want[1:] {
 		v, ok := fields[f]

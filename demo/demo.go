@@ -23,7 +23,6 @@ import (
 
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Identity of the demo connector.
@@ -218,37 +217,11 @@ func (st *state) tools() []*tool {
 	}
 }
 
-// refuseLoader keeps schema compilation from reading files or URLs.
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("demo: external schema %q refused", url)
-}
-
 func (t *tool) handler() mcp.ToolHandler {
-	var (
-		once    sync.Once
-		schema  *jsonschema.Schema
-		compErr error
-	)
-	compile := func() {
-		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(t.input))
-		if err != nil {
-			compErr = err
-			return
-		}
-		c := jsonschema.NewCompiler()
-		c.UseLoader(refuseLoader{})
-		loc := "urn:connecta-demo:" + t.def.Name + ":input"
-		if compErr = c.AddResource(loc, doc); compErr == nil {
-			schema, compErr = c.Compile(loc)
-		}
-	}
+	// One validator per tool: the demo's schemas are ours and few.
+	v := validate.New(validate.Options{CacheEntries: 1})
+	schema := json.RawMessage(t.input)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		once.Do(compile)
-		if compErr != nil {
-			return nil, fmt.Errorf("demo: %s input schema: %w", t.def.Name, compErr)
-		}
 		args := req.Params.Arguments
 		if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 			args = json.RawMessage(`{}`)
@@ -256,12 +229,11 @@ func (t *tool) handler() mcp.ToolHandler {
 		if !validate.NumbersBounded(args) {
 			return errorResult("Invalid arguments: not JSON, or a number out of range"), nil
 		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
-		if err != nil {
+		if !json.Valid(args) {
 			return errorResult("Invalid arguments: not JSON"), nil
 		}
-		if err := schema.Validate(inst); err != nil {
-			return errorResult("Invalid arguments: " + validationText(err)), nil
+		if findings := v.Check(schema, args); len(findings) > 0 {
+			return errorResult("Invalid arguments: " + validationText(findings)), nil
 		}
 		out, err := t.run(args)
 		var te *toolError
@@ -275,26 +247,13 @@ func (t *tool) handler() mcp.ToolHandler {
 	}
 }
 
-// validationText flattens a schema validation error to one line.
-func validationText(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return err.Error()
+// validationText flattens findings to one line.
+func validationText(findings []validate.Finding) string {
+	parts := make([]string, len(findings))
+	for i, f := range findings {
+		parts[i] = fmt.Sprintf("at %s: %s (expected %s)", f.Path, f.Code, f.Expected)
 	}
-	var leaves []string
-	var walk func(*jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := "/" + strings.Join(e.InstanceLocation, "/")
-			leaves = append(leaves, fmt.Sprintf("at %s: %v", loc, e.ErrorKind))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return strings.Join(leaves, "; ")
+	return strings.Join(parts, "; ")
 }
 
 func errorResult(text string) *mcp.CallToolResult {

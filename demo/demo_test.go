@@ -380,3 +380,10 @@ func FuzzToolArguments(f *testing.F) {
 		}
 	})
 }
+
+// refuseLoader keeps the test's reference compiler from reading files or URLs.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("demo test: external schema %q refused", url)
+}

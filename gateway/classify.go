@@ -14,6 +14,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -129,10 +130,23 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 			return &failure{code: CodeConnectorCallFailed, message: text, retryable: looksRetryable(text)}
 		}
 	}
+	var start *stdioshim.StartError
+	if errors.As(err, &start) {
+		return &failure{code: CodeUnavailable, retryable: true, message: c.boundText("the stdio server could not be started: " + start.Reason)}
+	}
+	var exited *stdioExited
+	if errors.As(err, &exited) {
+		return &failure{code: CodeUnavailable, retryable: true, message: c.boundText(exited.Error())}
+	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-		return &failure{code: CodeUnavailable, retryable: true, message: "the stdio server could not be started"}
+		return &failure{code: CodeUnavailable, retryable: true, message: c.boundText("the stdio server could not be started: " + err.Error())}
 	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if c.kind == kindStdio {
+			if x := c.exitOf(); x != nil {
+				return &failure{code: CodeUnavailable, retryable: true, message: c.boundText(x.Error())}
+			}
+		}
 		return &failure{code: CodeUnavailable, retryable: true, host: c.origin, message: "the downstream connection closed"}
 	}
 	text := c.boundText(err.Error())

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os/exec"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 type connectorKind int
@@ -47,16 +47,17 @@ type connector struct {
 	readOnly map[string]bool
 	approval map[string]bool
 	admit    chan struct{} // nil: unlimited
-	stderr   *tailBuffer   // stdio only
+	stderr   *tailBuffer   // stdio only: redacted on read
 
 	connTok chan struct{} // one connect at a time
 
 	mu       sync.Mutex
 	closed   bool
 	sess     *liveSession
-	starts   int       // stdio processes started
-	crashes  int       // consecutive stdio exits/failed starts since the last success
-	lastExit time.Time // when the last stdio process ended or failed to start
+	starts   int                // stdio processes started
+	crashes  int                // consecutive stdio exits/failed starts since the last success
+	lastExit time.Time          // when the last stdio process ended or failed to start
+	proc     *stdioshim.Process // the last stdio process started
 	cat      catalogState
 	health   healthState
 }
@@ -71,6 +72,7 @@ type healthState struct {
 type liveSession struct {
 	cs     *mcp.ClientSession
 	server *mcp.ServerSession // in-process only
+	proc   *stdioshim.Process // stdio only
 	dead   atomic.Bool
 }
 
@@ -105,7 +107,7 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 	if len(spec.Command) > 0 {
 		kinds++
 		c.kind = kindStdio
-		c.stderr = newTailBuffer(StderrTailBytes)
+		c.stderr = newTailBuffer(StderrTailBytes, spec.Secrets)
 	}
 	if spec.InProcess != nil {
 		kinds++
@@ -189,6 +191,9 @@ func (c *connector) session(ctx context.Context) (*liveSession, error) {
 			c.lastExit = c.g.now()
 		}
 		c.mu.Unlock()
+		if c.kind == kindStdio && ctx.Err() == nil {
+			c.logger.Warn("stdio server could not be started", "reason", c.boundText(err.Error()), "stderrTail", c.stderr.String())
+		}
 		return nil, err
 	}
 	if c.closed {
@@ -232,19 +237,12 @@ func (c *connector) connect(ctx context.Context) (*liveSession, error) {
 	case kindHTTP:
 		transport = &mcp.StreamableClientTransport{Endpoint: c.spec.URL, HTTPClient: c.http}
 	case kindStdio:
-		cmd := exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
-		env := make([]string, 0, len(c.spec.Env))
-		for k, v := range c.spec.Env {
-			env = append(env, k+"="+v)
+		proc, err := c.startStdio(ctx)
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(env)
-		cmd.Env = env // never nil: nil would inherit ours
-		cmd.Stderr = c.stderr
-		cmd.WaitDelay = stdioTerminateGrace
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: stdioTerminateGrace}
-		c.mu.Lock()
-		c.starts++
-		c.mu.Unlock()
+		ls.proc = proc
+		transport = &mcp.IOTransport{Reader: stdioReader(proc), Writer: procConn{proc}}
 	case kindInProcess:
 		server := c.spec.InProcess()
 		if server == nil {
@@ -265,6 +263,13 @@ func (c *connector) connect(ctx context.Context) (*liveSession, error) {
 	if err != nil {
 		if ls.server != nil {
 			_ = ls.server.Close()
+		}
+		if ls.proc != nil {
+			// A server that exits during initialize: say how it ended.
+			if x := c.exitOf(); x != nil && ctx.Err() == nil {
+				err = x
+			}
+			ls.proc.Stop(0)
 		}
 		return nil, err
 	}
@@ -297,6 +302,11 @@ func (c *connector) watch(ls *liveSession) {
 	attrs := []any{"kind", c.kind.String()}
 	if err != nil {
 		attrs = append(attrs, "err", c.boundText(err.Error())) // never the URL's query
+	}
+	if ls.proc != nil {
+		if x := c.exitOf(); x != nil {
+			attrs = append(attrs, "exit", x.how)
+		}
 	}
 	if c.stderr != nil {
 		if tail := c.stderr.String(); tail != "" {
@@ -388,36 +398,4 @@ func (c *connector) healthSnapshot() ConnectorHealth {
 		h.CatalogFetchedAt = e.fetchedAt
 	}
 	return h
-}
-
-// tailBuffer keeps the last max bytes written (a stdio server's stderr);
-// exec's copier goroutine drains the pipe into it continuously.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := len(p)
-	if len(p) >= t.max {
-		p = p[len(p)-t.max:]
-		t.buf = append(t.buf[:0], p...)
-		return n, nil
-	}
-	if over := len(t.buf) + len(p) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	t.buf = append(t.buf, p...)
-	return n, nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

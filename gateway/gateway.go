@@ -17,6 +17,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -33,6 +34,10 @@ type ConnectorSpec struct {
 
 	Command []string
 	Env     map[string]string // the child's whole environment (explicit only)
+
+	// Secrets are the values secret references in Headers or Env resolved
+	// to; a stdio server's stderr tail shows each as "[redacted]".
+	Secrets []string
 
 	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
 
@@ -91,6 +96,7 @@ type Gateway struct {
 	connectors map[string]*connector
 	order      []string
 	metrics    *metrics
+	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
 
 	life   context.Context
 	stop   context.CancelFunc
@@ -167,6 +173,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.connectors[spec.ID] = c
 		g.order = append(g.order, spec.ID)
 	}
+	g.forker = stdioshim.NewForker()
 	return g, nil
 }
 
@@ -182,6 +189,7 @@ func (g *Gateway) Close() error {
 		}
 		closing.Wait()
 		g.wg.Wait()
+		g.forker.Close() // every stdio process is reaped by now
 	})
 	return nil
 }
@@ -290,6 +298,9 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 		}, nil
 	}
 }
+
+// lookup returns a configured connector, nil when unknown.
+func (g *Gateway) lookup(id string) *connector { return g.connectors[id] }
 
 // errGatewayClosed is returned for work arriving after Close.
 var errGatewayClosed = errors.New("gateway closed")

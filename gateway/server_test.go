@@ -23,6 +23,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 // Real go-sdk MCP servers that misbehave on demand: in process, over
@@ -32,6 +33,7 @@ import (
 const stdioServerArg = "-gateway-test-stdio-server"
 
 func TestMain(m *testing.M) {
+	stdioshim.MaybeRun()
 	if len(os.Args) > 1 && os.Args[1] == stdioServerArg {
 		fmt.Fprintln(os.Stderr, "stdio test server up")
 		s := newTestServer(nil)

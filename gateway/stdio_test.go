@@ -51,6 +51,49 @@ func TestStdio_MissingCommandIsUnavailable(t *testing.T) {
 	if gerr == nil || gerr.Code != CodeCatalogLookupFailed || !gerr.Retryable {
 		t.Fatalf("got %v", err)
 	}
+	// The exec error reaches the caller: what failed, not a generic line.
+	if !strings.Contains(gerr.Message, "could not be started") || !strings.Contains(gerr.Message, "/nonexistent/mcp-server") {
+		t.Fatalf("message %q does not name the exec error", gerr.Message)
+	}
+}
+
+// A server that writes to stderr and exits: the caller sees the exit
+// status only; the operator's tail has the stderr with the secret redacted.
+func TestStdio_StderrThenExitShowsStatusToCallerAndTailToOperator(t *testing.T) {
+	const secret = "s3cr3t-value-42"
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{
+		ID: "s", Command: []string{"sh", "-c", `echo "fatal: token $TOKEN refused" >&2; exit 3`},
+		Env: map[string]string{"TOKEN": secret}, Secrets: []string{secret},
+	})
+	_, err := env.g.Tools(context.Background(), "s")
+	gerr, _ := err.(*Error)
+	if gerr == nil || gerr.Code != CodeCatalogLookupFailed {
+		t.Fatalf("got %v", err)
+	}
+	if !strings.Contains(gerr.Message, "exit status 3") || strings.Contains(gerr.Message, "fatal") || strings.Contains(gerr.Message, secret) {
+		t.Fatalf("caller message %q: want the exit status and no stderr", gerr.Message)
+	}
+	tail := env.g.StderrTail("s")
+	if !strings.Contains(tail, "fatal: token [redacted] refused") || strings.Contains(tail, secret) {
+		t.Fatalf("stderr tail %q: want the line with the secret redacted", tail)
+	}
+}
+
+func TestTailBuffer_KeepsLastBytesAndRedactsAcrossTheWindow(t *testing.T) {
+	const secret = "ABCDEFGHIJ"
+	tb := newTailBuffer(16, []string{secret})
+	_, _ = tb.Write([]byte("xxxxxxxxxxxxxxxxxxxx" + secret + "-tail"))
+	got := tb.String()
+	if strings.Contains(got, "ABC") || strings.Contains(got, "HIJ") || len(got) > 16 || !strings.HasSuffix(got, "-tail") {
+		t.Fatalf("tail %q", got)
+	}
+	tb2 := newTailBuffer(8, nil)
+	for i := 0; i < 100; i++ {
+		_, _ = tb2.Write([]byte("0123456789"))
+	}
+	if got := tb2.String(); got != "23456789" {
+		t.Fatalf("tail %q", got)
+	}
 }
 
 func TestStdioBackoff(t *testing.T) {

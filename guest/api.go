@@ -45,8 +45,9 @@
 // world) until the loop ends, which is effectively never. Neither the CPU
 // budget nor the wall deadline nor ctx can stop it in process; only killing
 // the process does. The supervisor runs every program in a disposable child
-// process and kills it at the wall deadline, which is what bounds these.
-// Never run them in process (the tests here deliberately do not).
+// process, watches that child's CPU clock from outside and kills it shortly
+// past the budget, answering with this package's budget text. Never run
+// them in process (the tests here deliberately do not).
 //
 // This package imports nothing else of the project; the sandbox child adapts
 // it to IPC.

@@ -49,8 +49,13 @@ func deadlineMessage(wall time.Duration) string {
 //go:embed setup.js
 var setupSource string
 
-// ErrClosed is returned by Run after Close.
-var ErrClosed = errors.New("guest: engine is closed")
+// ErrClosed is returned by Run after Close. (A constant-backed error: an
+// errors.New variable allocates in init, in every sandbox child.)
+var ErrClosed error = guestError("guest: engine is closed")
+
+type guestError string
+
+func (e guestError) Error() string { return string(e) }
 
 // Engine holds the wazero runtime and the compiled QuickJS module. It is safe
 // for concurrent use: every Run gets its own fresh instance.

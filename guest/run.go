@@ -166,7 +166,7 @@ func (r *run) withBytes(b []byte, f func(ptr, n uint32) (uint64, error)) (uint64
 	return f(ptr, uint32(len(b)))
 }
 
-var errGuestOOM = fmt.Errorf("out of memory")
+var errGuestOOM error = guestError("out of memory")
 
 const replyTooLarge = "Host result could not be delivered: the sandbox is out of memory."
 

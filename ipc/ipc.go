@@ -68,7 +68,9 @@ const (
 
 // Errors a Reader reports. Every one of them is a protocol violation.
 var (
-	ErrFrameTooLarge = fmt.Errorf("ipc: frame exceeds the %d-byte limit", MaxFrameBytes)
+	// Spelled out, not fmt.Errorf: that would allocate in init in every
+	// sandbox child (TestErrFrameTooLargeNamesTheLimit keeps it in step).
+	ErrFrameTooLarge = errors.New("ipc: frame exceeds the 262144-byte limit")
 	ErrEmptyFrame    = errors.New("ipc: empty frame")
 	ErrInvalidUTF8   = errors.New("ipc: frame is not valid UTF-8")
 	ErrUnknownType   = errors.New("ipc: unknown message type")

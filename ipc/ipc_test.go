@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/connecta-dev/connecta/jstext"
 	"io"
 	"strings"
@@ -252,4 +253,10 @@ func FuzzParseChildArgs(f *testing.F) {
 			t.Fatal("bad mode accepted")
 		}
 	})
+}
+
+func TestErrFrameTooLargeNamesTheLimit(t *testing.T) {
+	if want := fmt.Sprintf("the %d-byte limit", MaxFrameBytes); !strings.Contains(ErrFrameTooLarge.Error(), want) {
+		t.Fatalf("ErrFrameTooLarge = %q, want it to name %q", ErrFrameTooLarge, want)
+	}
 }

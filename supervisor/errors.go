@@ -26,6 +26,12 @@ const (
 	msgCancelledBeforeStart = "Execution was cancelled before it started."
 )
 
+// msgCPUBudget is the engine's own budget text (package guest), byte for
+// byte: a run the parent ends for CPU reads exactly as one the engine ended.
+func msgCPUBudget(budget time.Duration) string {
+	return fmt.Sprintf("Execution exceeded the %dms guest CPU budget.", budget.Milliseconds())
+}
+
 func msgAdmissionTimeout(d time.Duration) string {
 	return fmt.Sprintf("Executor admission timed out after %dms.", d.Milliseconds())
 }
@@ -91,4 +97,7 @@ type Result struct {
 	PeakHeapBytes uint64
 	HostCalls     int
 	Wall          time.Duration // run sent → outcome
+	// ChildCPU is the child's process CPU (all threads) from the run frame's
+	// send to the outcome: what the parent's CPU watchdog measures.
+	ChildCPU time.Duration
 }

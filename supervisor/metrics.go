@@ -18,7 +18,7 @@ type metrics struct {
 	spawnDuration        prometheus.Histogram
 	spares               prometheus.Gauge
 	busy                 prometheus.Gauge
-	kills                *prometheus.CounterVec // reason: deadline|cancel|shutdown|protocol|linger|startup
+	kills                *prometheus.CounterVec // reason: deadline|cpu_budget|cancel|shutdown|protocol|linger|startup
 	crashes              *prometheus.CounterVec // phase: startup|run
 	guestCPU             prometheus.Histogram
 	guestHeap            prometheus.Histogram
@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []string{outcomeOK, outcomeError, outcomeDeadline, outcomeCrash, outcomeProtocol, outcomeCancelled, outcomeClosed} {
 		m.executions.WithLabelValues(o)
 	}
-	for _, r := range []string{killDeadline, killCancel, killShutdown, killProtocol, killLinger, killStartup} {
+	for _, r := range []string{killDeadline, killCPUBudget, killCancel, killShutdown, killProtocol, killLinger, killStartup} {
 		m.kills.WithLabelValues(r)
 	}
 	m.crashes.WithLabelValues("startup")
@@ -85,10 +85,11 @@ const (
 	outcomeCancelled = "cancelled"
 	outcomeClosed    = "closed"
 
-	killDeadline = "deadline"
-	killCancel   = "cancel"
-	killShutdown = "shutdown"
-	killProtocol = "protocol"
-	killLinger   = "linger"  // did not exit after done
-	killStartup  = "startup" // not ready in time, or broke the protocol before ready
+	killDeadline  = "deadline"
+	killCPUBudget = "cpu_budget" // over the guest CPU budget + cpuGrace (cpuWatch)
+	killCancel    = "cancel"
+	killShutdown  = "shutdown"
+	killProtocol  = "protocol"
+	killLinger    = "linger"  // did not exit after done
+	killStartup   = "startup" // not ready in time, or broke the protocol before ready
 )

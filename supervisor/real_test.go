@@ -102,32 +102,56 @@ func TestReal_ProgramWithHostCallsAndLogs(t *testing.T) {
 	}
 }
 
-// The QuickJS builtin that never polls the interrupt handler is ended by the
-// parent's wall-deadline kill, and the next execution works.
-func TestReal_BuiltinLoopEndedByWallKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spins a child for the whole deadline")
-	}
+// A QuickJS builtin that never polls the interrupt handler is ended by the
+// parent's CPU watchdog at the budget plus its grace, with the engine's own
+// budget text, never by the wall deadline; the next execution works.
+func TestReal_L5_BuiltinLoopEndedByCPUWatch(t *testing.T) {
 	p, _ := newRealPool(t, Options{Slots: 1})
 	requireEngine(t, p)
-	for _, code := range []string{
+	const budget = 100 * time.Millisecond
+	codes := []string{
 		`async () => { console.log("before"); return Array.prototype.indexOf.call({length: 2**53-1}, 1); }`,
 		`async () => { console.log("before"); return new Array(2**31).join(""); }`,
-	} {
-		res, err := run(t, p, code, newTestHost(), Limits{Wall: 500 * time.Millisecond, CPUTime: 10 * time.Second})
-		if err != nil || res.Err == nil || res.Err.Kind != ErrDeadline || !strings.Contains(res.Err.Message, "timed out") {
-			t.Fatalf("%v %+v", err, res)
+	}
+	for _, code := range codes {
+		res, err := run(t, p, code, newTestHost(), Limits{Wall: time.Minute, CPUTime: budget})
+		if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != "Execution exceeded the 100ms guest CPU budget." {
+			t.Fatalf("%.60s: %v %+v", code, err, res)
 		}
 		if res.Logs != "before" {
 			t.Fatalf("logs %q", res.Logs)
 		}
+		if res.ChildCPU < budget || res.ChildCPU > budget+250*time.Millisecond {
+			t.Errorf("%.60s: ended at %v of child CPU, want within %v + 250ms", code, res.ChildCPU, budget)
+		}
+		t.Logf("%.60s: ended at %v of child CPU (budget %v)", code, res.ChildCPU, budget)
 	}
-	if n := counter(t, p.m.kills.WithLabelValues(killDeadline)); n < 1 {
+	if n := counter(t, p.m.kills.WithLabelValues(killCPUBudget)); n != float64(len(codes)) {
+		t.Fatalf("cpu_budget kills %v", n)
+	}
+	if n := counter(t, p.m.kills.WithLabelValues(killDeadline)); n != 0 {
 		t.Fatalf("deadline kills %v", n)
 	}
 	res, err := run(t, p, "async () => 9", newTestHost(), Limits{})
 	if err != nil || string(res.Value) != "9" {
 		t.Fatal(err, res)
+	}
+}
+
+// A program the engine stops itself (it polls) is answered by the engine,
+// not killed: the watchdog's grace lies beyond the engine's own check.
+func TestReal_L5_PollingLoopEndedByTheEngine(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 1})
+	requireEngine(t, p)
+	res, err := run(t, p, "async () => { for (;;) {} }", newTestHost(), Limits{Wall: time.Minute, CPUTime: 100 * time.Millisecond})
+	if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != "Execution exceeded the 100ms guest CPU budget." {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if res.CPUTime < 100*time.Millisecond {
+		t.Fatalf("the engine reported %v of guest CPU: not its own answer", res.CPUTime)
+	}
+	if n := counter(t, p.m.kills.WithLabelValues(killCPUBudget)); n != 0 {
+		t.Fatalf("cpu_budget kills %v", n)
 	}
 }
 

@@ -97,6 +97,17 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 	}()
 	s.inflight = make(map[uint32]struct{})
 
+	// The CPU budget binds from here, whatever the engine does (cpuWatch).
+	cpu := newCPUWatch(c.pid, s.limits.CPUTime)
+	var cpuCheck <-chan time.Time
+	var recheck func(time.Duration)
+	_, next := cpu.check()
+	if next > 0 { // 0: the clock cannot be read; the engine and RLIMIT_CPU remain
+		cpuTimer := time.NewTimer(next)
+		defer cpuTimer.Stop()
+		cpuCheck = cpuTimer.C
+		recheck = func(d time.Duration) { cpuTimer.Reset(d) }
+	}
 	// Writes to the child never happen on this goroutine: a child that stops
 	// reading must not stop us from noticing the deadline.
 	sendErr := make(chan error, 1)
@@ -110,7 +121,8 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 		p.m.executions.WithLabelValues(outcome).Inc()
 		p.m.duration.Observe(time.Since(start).Seconds())
 		return &Result{Err: &ProgramError{Kind: kind, Message: msg}, Logs: s.logs.String(),
-			LogChars: s.logs.Chars(), LogEntries: s.logs.Entries(), Wall: time.Since(start)}, nil
+			LogChars: s.logs.Chars(), LogEntries: s.logs.Entries(), Wall: time.Since(start),
+			ChildCPU: cpu.last}, nil
 	}
 	typed := func(code, msg, outcome string) (*Result, error) {
 		p.m.executions.WithLabelValues(outcome).Inc()
@@ -149,8 +161,11 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 				s.host.Log(m.Level, m.Text)
 			case ipc.TypeDone:
 				cancelCalls() // a call still pending when the run ends fails cancelled
+				childCPU := cpu.used()
 				p.retire(c, true)
-				return s.done(m.Done, start)
+				res, err := s.done(m.Done, start)
+				res.ChildCPU = childCPU
+				return res, err
 			default:
 				return violation("unexpected " + m.Type + " frame")
 			}
@@ -158,6 +173,17 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 			// A failed send means the child is gone or broken; its stream
 			// says how. Either way stop watching the send.
 			sendErr = nil
+		case <-cpuCheck:
+			over, next := cpu.check()
+			if !over {
+				recheck(next)
+				continue
+			}
+			// A builtin that never polls the engine's interrupt handler: the
+			// answer is the engine's own, never a wall-clock timeout.
+			cancelCalls()
+			s.terminate(killCPUBudget)
+			return fail(ErrCPU, outcomeError, msgCPUBudget(s.limits.CPUTime))
 		case <-wall.C:
 			cancelCalls()
 			s.terminate(killDeadline)

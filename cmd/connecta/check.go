@@ -103,6 +103,13 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 				code = string(gerr.Code) + ": "
 			}
 			fmt.Fprintf(stdout, "connector %s: FAILED %s%s\n", c.ID, code, err.Error())
+			// A stdio server's own words (redacted) are for the operator.
+			if tail := strings.TrimRight(a.gateway.StderrTail(c.ID), "\n"); tail != "" {
+				fmt.Fprintf(stdout, "connector %s: stderr (last %d bytes at most):\n", c.ID, gateway.StderrTailBytes)
+				for _, line := range strings.Split(tail, "\n") {
+					fmt.Fprintf(stdout, "  | %s\n", line)
+				}
+			}
 			continue
 		}
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))

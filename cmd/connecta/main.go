@@ -15,9 +15,11 @@ import (
 	"syscall"
 
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 func main() {
+	stdioshim.MaybeRun()
 	sandbox.MaybeRunChild()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -17,12 +17,15 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestMain(m *testing.M) {
+	stdioshim.MaybeRun()
 	sandbox.MaybeRunChild()
+	runTestMode()
 	os.Exit(m.Run())
 }
 

@@ -200,6 +200,9 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 				spec.Env[e.Name] = e.Value.Reveal()
 			}
 		}
+		for _, v := range c.Secrets {
+			spec.Secrets = append(spec.Secrets, v.Reveal())
+		}
 		if len(c.Missing) > 0 {
 			spec.MissingCredential = c.Missing[0].Reference
 		}

@@ -20,14 +20,20 @@ const (
 	MaxAnalysisTermPoints = 64 // code points per echoed term, "…" included
 )
 
-// stopWords is conversational framing removed from scoring terms only;
-// action words (get, list, search, find, create) deliberately stay.
-var stopWords = map[string]struct{}{
-	"a": {}, "all": {}, "an": {}, "and": {}, "are": {}, "can": {}, "could": {}, "current": {},
-	"for": {}, "from": {}, "i": {}, "in": {}, "into": {}, "it": {}, "latest": {}, "let": {},
-	"me": {}, "most": {}, "of": {}, "on": {}, "our": {}, "please": {}, "right": {}, "show": {},
-	"that": {}, "the": {}, "this": {}, "to": {}, "up": {}, "want": {}, "when": {}, "which": {},
-	"with": {}, "you": {},
+// isStopWord reports conversational framing removed from scoring terms
+// only; action words (get, list, search, find, create) deliberately stay. A
+// switch, not a map: a package-level map is built by init in every sandbox
+// child.
+func isStopWord(t string) bool {
+	switch t {
+	case "a", "all", "an", "and", "are", "can", "could", "current",
+		"for", "from", "i", "in", "into", "it", "latest", "let",
+		"me", "most", "of", "on", "our", "please", "right", "show",
+		"that", "the", "this", "to", "up", "want", "when", "which",
+		"with", "you":
+		return true
+	}
+	return false
 }
 
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
@@ -181,7 +187,7 @@ func Terms(q string) []string {
 func RetrievalQuery(raw string) string {
 	var kept []string
 	for _, t := range Tokens(raw) {
-		if _, stop := stopWords[t]; !stop {
+		if !isStopWord(t) {
 			kept = append(kept, t)
 		}
 	}

@@ -3,6 +3,13 @@
 // {path, code, expected}. A schema that cannot be compiled, or that needs
 // anything external, passes through: nothing is ever loaded from a file or
 // URL, whatever $ref or $id a hostile downstream schema carries.
+//
+// The evaluator is our own (JSON Schema 2020-12, with 2019-09, draft-07,
+// -06 and -04 spellings): it keeps no package state and does no work at
+// init, which matters because every sandbox child re-executes the binary
+// and runs every package init; it reports every failing keyword with its
+// instance location and never the value; and its cost is bounded inside the
+// evaluation itself (MaxEvaluations), not by a guess beforehand.
 package validate
 
 import (
@@ -19,8 +26,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/jstext"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // Bounds (E8: bounded findings) and defaults.
@@ -43,11 +48,8 @@ const (
 	// take seconds), so a deeper schema is unsupported and passes through.
 	// Real tool schemas nest a handful of levels.
 	MaxSchemaDepth = 64
-	// maxCollected bounds the validator errors walked per check.
+	// maxCollected bounds the findings collected per check.
 	maxCollected = 1024
-	// schemaURL is the in-memory location the schema is compiled under; every
-	// other URL is refused by the loader.
-	schemaURL = "https://connecta.invalid/input-schema.json"
 )
 
 // Finding is one bounded, value-free validation finding: where (a JSON
@@ -79,9 +81,8 @@ type Validator struct {
 }
 
 type compiled struct {
-	key    string
-	schema *jsonschema.Schema // nil: unsupported, pass through
-	doc    any                // the decoded schema, for declared types
+	key  string
+	root *node // nil: unsupported, pass through
 }
 
 // New builds a Validator.
@@ -107,41 +108,31 @@ func (v *Validator) Check(schema, args json.RawMessage) []Finding {
 // before the MaxFindings cut, so a caller can say the list is truncated.
 func (v *Validator) CheckAll(schema, args json.RawMessage) (findings []Finding, total int) {
 	defer func() {
-		if recover() != nil { // a validator bug passes through, never fails a call
+		if r := recover(); r != nil { // over budget, or a bug: pass through, never fail a call
 			findings, total = nil, 0
 		}
 	}()
 	c := v.compiled(schema)
-	if c == nil || c.schema == nil {
+	if c == nil || c.root == nil {
 		return nil, 0
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
 	if !NumbersBounded(args) {
-		// jsonschema compares numbers exactly (big.Rat): 1e1000000 costs it
-		// seconds. Such a literal passes through; the downstream judges it.
+		// Numbers compare exactly (big.Rat): 1e1000000 would cost seconds.
+		// Such a literal passes through; the downstream judges it.
 		return nil, 0
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	inst, err := decodeJSON(args)
 	if err != nil {
 		return []Finding{{Path: "/", Code: "json", Expected: "a JSON object"}}, 1
 	}
-	if !withinBudget(c.doc, inst) {
+	e := &evaluator{left: MaxEvaluations}
+	if ok, _ := e.eval(c.root, inst, nil); ok {
 		return nil, 0
 	}
-	err = c.schema.Validate(inst)
-	if err == nil {
-		return nil, 0
-	}
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return nil, 0 // e.g. an invalid JSON value type: not the caller's mistake
-	}
-	if hasRefCycle(verr) {
-		return nil, 0 // a schema that cannot be evaluated passes through
-	}
-	all := findingsOf(verr, c.doc)
+	all := tidy(e.findings)
 	if len(all) == 0 {
 		return nil, 0
 	}
@@ -178,8 +169,7 @@ func (v *Validator) compiled(schema json.RawMessage) *compiled {
 	v.mu.Unlock()
 
 	// Compile outside the lock: a slow schema must not stall other tools.
-	c := &compiled{key: key}
-	c.schema, c.doc = compile(schema) // never panics: compile recovers
+	c := &compiled{key: key, root: compile(schema)}
 
 	v.mu.Lock()
 	delete(v.pending, key)
@@ -229,80 +219,36 @@ func nestingDepth(b []byte) int {
 	return deepest
 }
 
-// refuseAll is the URL loader: it loads nothing. The library serves the
-// standard metaschemas from its embedded copies without asking a loader.
-type refuseAll struct{}
-
-var errExternalRef = errors.New("external schema references are not loaded")
-
-func (refuseAll) Load(url string) (any, error) { return nil, errExternalRef }
-
-func compile(schema json.RawMessage) (s *jsonschema.Schema, doc any) {
+// compile decodes and compiles a schema; nil means unsupported.
+func compile(schema json.RawMessage) (root *node) {
 	defer func() {
-		if recover() != nil {
-			s, doc = nil, nil
+		if recover() != nil { // a compiler bug: pass through
+			root = nil
 		}
 	}()
 	if nestingDepth(schema) > MaxSchemaDepth {
-		return nil, nil
+		return nil
 	}
 	if !NumbersBounded(schema) {
-		// The compiler turns every bound (minimum, multipleOf, …) into an
-		// exact big.Rat: "minimum": 1e999999 costs seconds per keyword at
-		// compile and again per check, so such a schema passes through.
-		return nil, nil
+		// Every bound (minimum, multipleOf, …) is an exact big.Rat:
+		// "minimum": 1e999999 would cost seconds per check, so such a schema
+		// passes through.
+		return nil
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	doc, err := decodeJSON(schema)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refuseAll{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, nil
-	}
-	s, err = c.Compile(schemaURL)
-	if err != nil {
-		return nil, nil
-	}
-	return s, doc
+	return compileSchema(doc)
 }
 
-func hasRefCycle(e *jsonschema.ValidationError) bool {
-	if _, ok := e.ErrorKind.(*kind.RefCycle); ok {
-		return true
-	}
-	for _, c := range e.Causes {
-		if hasRefCycle(c) {
-			return true
-		}
-	}
-	return false
-}
-
-// findingsOf flattens the validator's error tree into distinct, sorted,
-// value-free findings.
-func findingsOf(root *jsonschema.ValidationError, doc any) []Finding {
-	var leaves []*jsonschema.ValidationError
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(leaves) >= maxCollected {
-			return
-		}
-		if len(e.Causes) == 0 {
-			leaves = append(leaves, e)
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(root)
-
+// tidy makes the collected findings distinct, bounded and sorted. A
+// property that failed a keyword of its own reports that keyword, not an
+// additionalProperties branch of some other (sub)schema as well (E8).
+func tidy(found []Finding) []Finding {
 	seen := map[Finding]bool{}
 	var out []Finding
-	add := func(f Finding) {
+	for _, f := range found {
 		var pc, cc, xc bool
 		f.Path, pc = clamp(f.Path, MaxPathChars)
 		f.Code, cc = clamp(f.Code, MaxCodeChars)
@@ -313,33 +259,6 @@ func findingsOf(root *jsonschema.ValidationError, doc any) []Finding {
 			out = append(out, f)
 		}
 	}
-	for _, e := range leaves {
-		path := pointer(e.InstanceLocation)
-		switch k := e.ErrorKind.(type) {
-		case *kind.Required:
-			for _, name := range k.Missing {
-				add(Finding{Path: join(path, name), Code: "required", Expected: declaredType(doc, e.SchemaURL, name)})
-			}
-		case *kind.AdditionalProperties:
-			for _, name := range k.Properties {
-				add(Finding{Path: join(path, name), Code: "additionalProperties", Expected: "no additional properties"})
-			}
-		case *kind.DependentRequired:
-			for _, name := range k.Missing {
-				add(Finding{Path: join(path, name), Code: "dependentRequired", Expected: "present when " + k.Prop + " is present"})
-			}
-		case *kind.Dependency:
-			for _, name := range k.Missing {
-				add(Finding{Path: join(path, name), Code: "dependencies", Expected: "present when " + k.Prop + " is present"})
-			}
-		default:
-			code, expected := describe(e)
-			add(Finding{Path: path, Code: code, Expected: expected})
-		}
-	}
-
-	// A property that failed a keyword of its own reports that keyword, not
-	// an additionalProperties branch of some other (sub)schema as well.
 	hasOther := map[string]bool{}
 	for _, f := range out {
 		if f.Code != "additionalProperties" {
@@ -361,79 +280,6 @@ func findingsOf(root *jsonschema.ValidationError, doc any) []Finding {
 	return out
 }
 
-// describe maps one leaf error to its keyword and a value-free expectation:
-// only schema-authored constraints, never the instance.
-func describe(e *jsonschema.ValidationError) (code, expected string) {
-	switch k := e.ErrorKind.(type) {
-	case *kind.Type:
-		return "type", strings.Join(k.Want, " | ")
-	case *kind.Enum:
-		return "enum", "one of the declared values"
-	case *kind.Const:
-		return "const", "the declared constant"
-	case *kind.Format:
-		return "format", k.Want
-	case *kind.MinProperties:
-		return "minProperties", "at least " + strconv.Itoa(k.Want) + " properties"
-	case *kind.MaxProperties:
-		return "maxProperties", "at most " + strconv.Itoa(k.Want) + " properties"
-	case *kind.MinItems:
-		return "minItems", "at least " + strconv.Itoa(k.Want) + " items"
-	case *kind.MaxItems:
-		return "maxItems", "at most " + strconv.Itoa(k.Want) + " items"
-	case *kind.AdditionalItems:
-		return "additionalItems", "at most " + strconv.Itoa(k.Count) + " items"
-	case *kind.UniqueItems:
-		return "uniqueItems", "unique items"
-	case *kind.Contains:
-		return "contains", "an item matching the declared schema"
-	case *kind.MinContains:
-		return "minContains", "at least " + strconv.Itoa(k.Want) + " matching items"
-	case *kind.MaxContains:
-		return "maxContains", "at most " + strconv.Itoa(k.Want) + " matching items"
-	case *kind.MinLength:
-		return "minLength", "at least " + strconv.Itoa(k.Want) + " characters"
-	case *kind.MaxLength:
-		return "maxLength", "at most " + strconv.Itoa(k.Want) + " characters"
-	case *kind.Pattern:
-		return "pattern", "a string matching " + k.Want
-	case *kind.Minimum:
-		return "minimum", ">= " + ratString(k.Want)
-	case *kind.Maximum:
-		return "maximum", "<= " + ratString(k.Want)
-	case *kind.ExclusiveMinimum:
-		return "exclusiveMinimum", "> " + ratString(k.Want)
-	case *kind.ExclusiveMaximum:
-		return "exclusiveMaximum", "< " + ratString(k.Want)
-	case *kind.MultipleOf:
-		return "multipleOf", "a multiple of " + ratString(k.Want)
-	case *kind.PropertyNames:
-		return "propertyNames", "property names matching the declared schema"
-	case *kind.Not:
-		return "not", "a value the declared schema does not exclude"
-	case *kind.OneOf:
-		return "oneOf", "exactly one matching alternative"
-	case *kind.AnyOf:
-		return "anyOf", "a matching alternative"
-	case *kind.FalseSchema:
-		// A false subschema: name the keyword that holds it
-		// (unevaluatedProperties, items, properties/x, …).
-		return falseSchemaKeyword(e.SchemaURL), "no value here"
-	case *kind.ContentEncoding:
-		return "contentEncoding", k.Want
-	case *kind.ContentMediaType:
-		return "contentMediaType", k.Want
-	case *kind.ContentSchema:
-		return "contentSchema", "content matching the declared schema"
-	case *kind.RefCycle:
-		return "$ref", "a schema without reference cycles"
-	}
-	if p := e.ErrorKind.KeywordPath(); len(p) > 0 {
-		return p[len(p)-1], "the declared schema constraint"
-	}
-	return "schema", "the declared schema constraint"
-}
-
 func ratString(r *big.Rat) string {
 	if r == nil {
 		return "the declared bound"
@@ -449,8 +295,7 @@ func ratString(r *big.Rat) string {
 // location: ".../unevaluatedProperties" → unevaluatedProperties,
 // ".../properties/x" → properties (a declared property the schema forbids).
 func falseSchemaKeyword(location string) string {
-	_, frag, _ := strings.Cut(location, "#")
-	parts := strings.Split(frag, "/")
+	parts := strings.Split(location, "/")
 	for i := len(parts) - 1; i >= 0; i-- {
 		switch parts[i] {
 		case "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
@@ -466,92 +311,8 @@ func falseSchemaKeyword(location string) string {
 	return "false"
 }
 
-// declaredType is the expectation for a missing required property: its
-// declared type when the schema names one, else "present".
-func declaredType(doc any, location, name string) string {
-	node := resolve(doc, location)
-	obj, ok := node.(map[string]any)
-	if !ok {
-		return "present"
-	}
-	props, ok := obj["properties"].(map[string]any)
-	if !ok {
-		return "present"
-	}
-	prop, ok := props[name].(map[string]any)
-	if !ok {
-		return "present"
-	}
-	switch t := prop["type"].(type) {
-	case string:
-		return t
-	case []any:
-		names := make([]string, 0, len(t))
-		for _, x := range t {
-			s, ok := x.(string)
-			if !ok {
-				return "present"
-			}
-			names = append(names, s)
-		}
-		if len(names) > 0 {
-			return strings.Join(names, " | ")
-		}
-	}
-	return "present"
-}
-
-// resolve follows the JSON-pointer fragment of a schema location inside our
-// own document; a location in any other resource resolves to nil.
-func resolve(doc any, location string) any {
-	base, frag, _ := strings.Cut(location, "#")
-	if base != schemaURL {
-		return nil
-	}
-	if frag == "" {
-		return doc
-	}
-	cur := doc
-	for _, part := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			cur = c[part]
-		case []any:
-			i, err := strconv.Atoi(part)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil
-			}
-			cur = c[i]
-		default:
-			return nil
-		}
-	}
-	return cur
-}
-
 func escape(token string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
-}
-
-// pointer renders an instance location as a JSON pointer; the root is "/".
-func pointer(loc []string) string {
-	if len(loc) == 0 {
-		return "/"
-	}
-	var b strings.Builder
-	for _, t := range loc {
-		b.WriteByte('/')
-		b.WriteString(escape(t))
-	}
-	return b.String()
-}
-
-func join(path, name string) string {
-	if path == "/" {
-		return "/" + escape(name)
-	}
-	return path + "/" + escape(name)
 }
 
 // clamp returns s as valid UTF-8 of at most max UTF-16 code units, cut on a

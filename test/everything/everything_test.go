@@ -30,6 +30,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 const (
@@ -179,6 +180,13 @@ func (f *fixture) invoke(t *testing.T, tool, args string, allowWrite bool) (*gat
 }
 
 // TestEverythingStdio runs every check against the server over stdio.
+// TestMain: stdio connectors start through this binary re-executed as the
+// stdio shim.
+func TestMain(m *testing.M) {
+	stdioshim.MaybeRun()
+	os.Exit(m.Run())
+}
+
 func TestEverythingStdio(t *testing.T) {
 	spec := stdioSpec(t)
 	exercise(t, spec)

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Modes of this test binary, re-executed by the tests below (TestMain).
+const (
+	// serveMode runs the real command line: <bin> serveMode serve --config …
+	serveMode = "-connecta-test-serve"
+	// stdioServerMode is a stdio MCP server with one read-only tool, ping.
+	// It writes its pid to $CONNECTA_TEST_PIDFILE; with
+	// $CONNECTA_TEST_STUBBORN set it ignores stdin EOF and SIGTERM.
+	stdioServerMode = "-connecta-test-stdio-server"
+)
+
+// runTestMode runs a re-executed mode and exits; it returns when argv names
+// none.
+func runTestMode() {
+	if len(os.Args) < 2 {
+		return
+	}
+	switch os.Args[1] {
+	case serveMode:
+		os.Exit(run(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	case stdioServerMode:
+		if f := os.Getenv("CONNECTA_TEST_PIDFILE"); f != "" {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600)
+		}
+		stubborn := os.Getenv("CONNECTA_TEST_STUBBORN") != ""
+		if stubborn {
+			signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		}
+		s := mcp.NewServer(&mcp.Implementation{Name: "lifecycle-test", Version: "1"}, nil)
+		s.AddTool(&mcp.Tool{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"pong":true}`}}}, nil
+			})
+		_ = s.Run(context.Background(), &mcp.StdioTransport{})
+		if stubborn {
+			select {} // stdin is gone; live on regardless
+		}
+		os.Exit(0)
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// serverProcess is bin/connecta's command line run by this test binary.
+type serverProcess struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *lockedBuffer
+}
+
+func startServer(t *testing.T, configYAML string) *serverProcess {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "connecta.yaml")
+	if err := os.WriteFile(path, []byte(configYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	p := &serverProcess{addr: addr, stderr: &lockedBuffer{}}
+	p.cmd = exec.Command(exe, serveMode, "serve", "--config", path, "--listen", addr)
+	p.cmd.Stderr = p.stderr
+	p.cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(os.TempDir(), "connecta-cmd-test-xdg"))
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not come up: %v\n%s", err, p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *serverProcess) client(t *testing.T, ctx context.Context, token string) *mcp.ClientSession {
+	t.Helper()
+	httpClient := http.DefaultClient
+	if token != "" {
+		httpClient = &http.Client{Transport: bearer{token: token}}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "lifecycle-test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + p.addr + "/mcp", HTTPClient: httpClient, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func callTool(ctx context.Context, cs *mcp.ClientSession, address string) (string, bool, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": address}})
+	if err != nil {
+		return "", false, err
+	}
+	text := ""
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	return text, res.IsError, nil
+}
+
+// alive reports a process that exists and is not a zombie.
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil && len(data) > 0 {
+			pid, err := strconv.Atoi(string(data))
+			if err == nil {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill -9 of the server leaves no stdio connector alive: not one that
+// ignores stdin EOF and SIGTERM, nor one started through a wrapper that
+// forks (sh -c with a command after it).
+func TestStdioLifecycle_KillNineOfServerLeavesNoConnectorAlive(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	stubbornPid := filepath.Join(dir, "stubborn.pid")
+	wrappedPid := filepath.Join(dir, "wrapped.pid")
+	cfg := fmt.Sprintf(`executor: {spares: 0}
+connectors:
+  - id: stubborn
+    command: [%q, %q]
+    env: {CONNECTA_TEST_PIDFILE: %q, CONNECTA_TEST_STUBBORN: "1"}
+  - id: wrapped
+    command: [sh, -c, '"$0" %s; echo wrapper-done', %q]
+    env: {CONNECTA_TEST_PIDFILE: %q, CONNECTA_TEST_STUBBORN: "1"}
+`, exe, stdioServerMode, stubbornPid, stdioServerMode, exe, wrappedPid)
+	srv := startServer(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := srv.client(t, ctx, "")
+	for _, addr := range []string{"stubborn.ping", "wrapped.ping"} {
+		text, isErr, err := callTool(ctx, cs, addr)
+		if err != nil || isErr || !strings.Contains(text, "pong") {
+			t.Fatalf("%s: %v %v %s\n%s", addr, err, isErr, text, srv.stderr.String())
+		}
+	}
+	pids := []int{readPid(t, stubbornPid), readPid(t, wrappedPid)}
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("connector %d is not running before the kill", pid)
+		}
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("stdio connector %d outlived the server's kill -9", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for exec's copier and the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A connector whose command does not exist and one that writes to stderr and
+// exits: doctor and the log name the reason (the exit status, the redacted
+// stderr tail); the error a model would see carries the status only.
+func TestStdioLifecycle_StartFailuresShowTheReasonInDoctorAndLog(t *testing.T) {
+	const secret = "hunter2-connecta-test"
+	t.Setenv("CONNECTA_TEST_SECRET", secret)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "connecta.yaml")
+	cfg := `executor: {spares: 0}
+connectors:
+  - id: missing
+    command: [/nonexistent/connecta-mcp-server]
+  - id: crashy
+    command: [sh, -c, 'echo "fatal: key $KEY rejected" >&2; exit 3']
+    env: {KEY: "${env:CONNECTA_TEST_SECRET}"}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("doctor", "--config", path)
+	if code != 1 {
+		t.Fatalf("doctor exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		`connector missing: FAILED catalog_lookup_failed: The catalog of connector "missing" could not be loaded: the stdio server could not be started: exec: "/nonexistent/connecta-mcp-server"`,
+		`connector crashy: FAILED catalog_lookup_failed: The catalog of connector "crashy" could not be loaded: the stdio server exited (exit status 3)`,
+		"  | fatal: key [redacted] rejected",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, want := range []string{"stdio server could not be started", "exit status 3", "fatal: key [redacted] rejected", "/nonexistent/connecta-mcp-server"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stdout+stderr, secret) {
+		t.Fatalf("the secret leaked:\n%s\n%s", stdout, stderr)
+	}
+}

@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/stdioshim"
+)
+
+// stdioExitWait is how long a failed exchange with a stdio server waits for
+// the process's exit status, so the error can say how it ended.
+const stdioExitWait = time.Second
+
+// stdioExited is a stdio server that ended: the model sees only how (the
+// exit status), the operator the stderr tail too (log, doctor).
+type stdioExited struct{ how string }
+
+func (e *stdioExited) Error() string { return "the stdio server exited (" + e.how + ")" }
+
+// startStdio starts the connector's command through the shim. The path is
+// looked up in connecta's own PATH (the child's environment is explicit and
+// often has none), as exec.Command would.
+func (c *connector) startStdio(ctx context.Context) (*stdioshim.Process, error) {
+	path, err := exec.LookPath(c.spec.Command[0])
+	if err != nil {
+		return nil, &stdioshim.StartError{Reason: err.Error()}
+	}
+	env := make([]string, 0, len(c.spec.Env))
+	for k, v := range c.spec.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	proc, err := c.g.forker.Start(ctx, stdioshim.Command{Path: path, Args: c.spec.Command, Env: env, Stderr: c.stderr})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.starts++
+	c.proc = proc
+	c.mu.Unlock()
+	return proc, nil
+}
+
+// exitOf waits up to stdioExitWait for the last stdio process to end and
+// returns how it ended, or nil while it still runs.
+func (c *connector) exitOf() *stdioExited {
+	c.mu.Lock()
+	proc := c.proc
+	c.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	t := time.NewTimer(stdioExitWait)
+	defer t.Stop()
+	select {
+	case <-proc.Done():
+		return &stdioExited{how: proc.ExitText()}
+	case <-t.C:
+		return nil
+	}
+}
+
+// StderrTail returns the last StderrTailBytes of a stdio connector's stderr
+// with every resolved secret value redacted, for the operator (doctor, the
+// log); never for the model. "" for other connectors.
+func (g *Gateway) StderrTail(connectorID string) string {
+	c := g.lookup(connectorID)
+	if c == nil || c.stderr == nil {
+		return ""
+	}
+	return c.stderr.String()
+}
+
+// procConn is the MCP stream to a stdio process: writes go to its stdin,
+// Close is the MCP stdio shutdown (close stdin, wait, kill the group).
+type procConn struct{ p *stdioshim.Process }
+
+func (w procConn) Write(b []byte) (int, error) { return w.p.Stdin().Write(b) }
+func (w procConn) Close() error {
+	w.p.Stop(stdioTerminateGrace)
+	return nil
+}
+
+// stdioReader reads the process's stdout; exec closes it once the process
+// is reaped, so closing it early (which would SIGPIPE a server mid-write)
+// is left to that.
+func stdioReader(p *stdioshim.Process) io.ReadCloser { return io.NopCloser(p.Stdout()) }
+
+// redactedMark replaces a secret value in a stderr tail.
+const redactedMark = "[redacted]"
+
+// tailBuffer keeps the last max bytes written (a stdio server's stderr);
+// exec's copier goroutine drains the pipe into it continuously. It keeps
+// enough extra bytes that a secret cut by the window's start is still
+// recognised and redacted.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	keep    int
+	secrets []string // longest first
+	buf     []byte
+}
+
+func newTailBuffer(limit int, secrets []string) *tailBuffer {
+	t := &tailBuffer{max: limit, keep: limit}
+	for _, s := range secrets {
+		if s != "" {
+			t.secrets = append(t.secrets, s)
+			// Any occurrence that overlaps the last limit bytes lies
+			// wholly inside the last limit+len(s).
+			t.keep = max(t.keep, limit+len(s))
+		}
+	}
+	sort.Slice(t.secrets, func(i, j int) bool { return len(t.secrets[i]) > len(t.secrets[j]) })
+	return t
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.keep {
+		p = p[len(p)-t.keep:]
+		t.buf = append(t.buf[:0], p...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.keep; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// String is the redacted tail: at most max bytes, starting on a character
+// boundary.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	s := string(t.buf)
+	t.mu.Unlock()
+	for _, secret := range t.secrets {
+		s = strings.ReplaceAll(s, secret, redactedMark)
+	}
+	if len(s) > t.max {
+		s = s[len(s)-t.max:]
+		for len(s) > 0 && !utf8.RuneStart(s[0]) {
+			s = s[1:]
+		}
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
