@@ -168,7 +168,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-
 func clipRaw(b []byte, n int) []byte {
 	if len(b) <= n {
 		return b
