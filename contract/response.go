@@ -99,15 +99,9 @@ func (r *reply) failure(errObject []byte) *mcp.CallToolResult {
 	}
 }
 
-// typedObject renders a gateway error as the `error` object of a response.
-func typedObject(e *gateway.Error) []byte {
-	b, err := marshalError(e)
-	if err != nil {
-		// Details that cannot marshal are dropped rather than failing the response.
-		b, _ = marshalError(&gateway.Error{Code: e.Code, Message: e.Message, Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs})
-	}
-	return b
-}
+// typedObject renders a gateway error as the `error` object of a response
+// (the same object the top-level tools answer).
+func typedObject(e *gateway.Error) []byte { return e.Object() }
 
 // programErrorText is the untyped line for a program's own failure: the
 // guest's message after "Error: ", or the fixed text when it is empty (E5).

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/connecta-dev/connecta/jstext"
@@ -87,6 +88,18 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 	}
 	fields = append(fields, e.Details...)
 	return jstext.Object(fields).MarshalJSON()
+}
+
+// Object is the `error` object both front doors show the model: a
+// program's typed failure and every top-level tool's failure envelope go
+// through it. Details that cannot marshal are dropped rather than failing
+// the answer; code, message and retryable always stay.
+func (e *Error) Object() json.RawMessage {
+	b, err := e.MarshalJSON()
+	if err != nil {
+		b, _ = (&Error{Code: e.Code, Message: e.Message, Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs}).MarshalJSON()
+	}
+	return b
 }
 
 // Errorf builds an Error with no details.

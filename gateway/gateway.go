@@ -210,7 +210,7 @@ func (g *Gateway) Connectors() []ConnectorInfo {
 func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error) {
 	c := g.connectors[connectorID]
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxEchoBytes))
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 	}
 	snap, gerr := c.catalog(ctx, connectorID)
 	if gerr != nil {
@@ -266,7 +266,7 @@ func (g *Gateway) Health() []ConnectorHealth {
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
 	c := g.connectors[connectorID]
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxEchoBytes))
+		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 	}
 	s := c.spec
 	switch {

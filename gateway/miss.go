@@ -8,8 +8,9 @@ import (
 
 // Address-miss refusals (E7), shared by discovery (describe) and invocation
 // (call) so both front doors build the same unknown_address / unknown_tool
-// record. Caller-authored text echoed back (the message, the derived
-// recovery query, a describe entry's address) is clamped with jstext.Clamp
+// record. Caller-authored text echoed back is clamped with jstext.Clamp:
+// an address at jstext.MaxAddressBytes and a tool name at
+// jstext.MaxIdentityBytes (the identity clamps), the derived recovery query
 // at jstext.MaxEchoBytes.
 
 // Recovery purposes, fixed text.
@@ -70,7 +71,7 @@ func SearchNextAction(front FrontDoor, query, connector, purpose string) Object 
 func UnknownAddress(front FrontDoor, address string) *Error {
 	return &Error{
 		Code:      CodeUnknownAddress,
-		Message:   `Unknown address "` + jstext.Clamp(address, jstext.MaxEchoBytes) + `"`,
+		Message:   `Unknown address "` + jstext.Clamp(address, jstext.MaxAddressBytes) + `"`,
 		Retryable: false,
 		Details: []Field{{Key: "nextAction", Value: SearchNextAction(front, RecoveryQuery(address), "",
 			unknownAddressPurpose)}},
@@ -82,7 +83,7 @@ func UnknownAddress(front FrontDoor, address string) *Error {
 func UnknownTool(front FrontDoor, connectorID, toolName string) *Error {
 	return &Error{
 		Code:      CodeUnknownTool,
-		Message:   `Unknown tool "` + jstext.Clamp(toolName, jstext.MaxEchoBytes) + `" on connector "` + connectorID + `"`,
+		Message:   `Unknown tool "` + jstext.Clamp(toolName, jstext.MaxIdentityBytes) + `" on connector "` + connectorID + `"`,
 		Retryable: false,
 		Details: []Field{{Key: "nextAction", Value: SearchNextAction(front, RecoveryQuery(toolName), connectorID,
 			unknownToolPurpose)}},

@@ -206,3 +206,13 @@ func FuzzClamp(f *testing.F) {
 		}
 	})
 }
+
+func TestUnescapeLineSeparators_EscapedBackslashKept(t *testing.T) {
+	in := []byte(`{"a":"x\u2028y\\u2029z\u2029"}`)
+	if got := string(unescapeLineSeparators(in)); got != "{\"a\":\"x\u2028y\\\\u2029z\u2029\"}" {
+		t.Fatalf("%s", got)
+	}
+	if got, _ := Marshal("a\u2028<b>"); string(got) != "\"a\u2028<b>\"" {
+		t.Fatalf("Marshal: %s", got)
+	}
+}

@@ -26,15 +26,15 @@ const (
 	DefaultStackBytes   = 1 << 20
 	// DefaultKillGrace is how long past the wall deadline the parent waits
 	// for the child's own deadline error before killing it.
-	DefaultKillGrace    = 250 * time.Millisecond
+	DefaultKillGrace = 250 * time.Millisecond
 	// cpuGrace is how far past its guest CPU budget a child may go, in
 	// process CPU since the run frame was sent, before the parent kills it
 	// and answers with the engine's budget text. The engine stops a polling
 	// program at the budget itself; this bounds the ones that never poll.
 	// Kept well inside the 250 ms the contract allows: the check below can
 	// overshoot by cpuCheckMin × the child's threads.
-	cpuGrace    = 100 * time.Millisecond
-	cpuCheckMin = 5 * time.Millisecond
+	cpuGrace            = 100 * time.Millisecond
+	cpuCheckMin         = 5 * time.Millisecond
 	DefaultReadyTimeout = 10 * time.Second
 
 	// MaxLogChars is the joined-log prefix kept for failures (R5, X4).
