@@ -241,6 +241,8 @@ func supervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Regi
 		MaxQueue:     e.MaxQueueSize,
 		QueueTimeout: e.QueueTimeout,
 		Spares:       e.Spares,
+		MaxSpares:    e.MaxSpares,
+		SpareIdle:    e.SpareIdle,
 		Limits: supervisor.Limits{
 			Wall: e.Timeout, CPUTime: e.CPUTime,
 			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
