@@ -173,6 +173,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.connectors[spec.ID] = c
 		g.order = append(g.order, spec.ID)
 	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
+			g.stop()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
 	g.forker = stdioshim.NewForker()
 	return g, nil
 }
