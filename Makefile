@@ -1,7 +1,7 @@
 # connecta — build, test, engine build.
 GO ?= go
 
-.PHONY: build test test-long fuzz wasm wasm-verify bench wazero wazero-verify
+.PHONY: build test test-long fuzz wasm wasm-verify bench bench-go wazero wazero-verify
 
 # Version stamp for `connecta version` (main.version, main.commit); without
 # git, the binary falls back to what Go records, then to "dev".
@@ -32,7 +32,19 @@ fuzz:
 		done; \
 	done
 
-bench:
+# bench: the whole system on this machine (docs/benchmarks.md): a static
+# hello-world built with bin/connecta's flags is the floor, spawned through
+# the supervisor's own spawn path; then bin/connecta serves the embedded
+# default's shape (its demo connector over loopback HTTP) and is driven over
+# keep-alive HTTP. It prints a table and asserts nothing about the numbers.
+BENCH_ARGS ?=
+bench: build
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/hello ./cmd/connecta-load/hello
+	$(GO) build -o bin/connecta-load ./cmd/connecta-load
+	bin/connecta-load bench --connecta bin/connecta --hello bin/hello $(BENCH_ARGS)
+
+# bench-go: the packages' Go benchmarks (pool, server, gateway, discovery).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./...
 
 # wasm: rebuild the engine (quickjs.wasm/build.sh; needs the Debian toolchain

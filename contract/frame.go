@@ -25,7 +25,7 @@ func newSecret() (string, error) {
 // clipMessage bounds a failure message so that its JSON serialization,
 // quotes and the … marker included, is at most max UTF-16 units (E1).
 func clipMessage(msg string, max int) string {
-	if jstext.Len(jsonQuote(msg)) <= max {
+	if jstext.Len(jstext.Quote(msg)) <= max {
 		return msg
 	}
 	room := max - 2 - 1 // quotes and the marker
@@ -85,13 +85,7 @@ func boundError(e *gateway.Error) (bounded *gateway.Error, object []byte, ok boo
 	return b, obj, true
 }
 
-func marshalError(e *gateway.Error) ([]byte, error) {
-	b, err := e.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	return jsStyle(b), nil
-}
+func marshalError(e *gateway.Error) ([]byte, error) { return e.MarshalJSON() }
 
 // framePrefix is what the prelude recognizes: the mark, the secret, a colon.
 func framePrefix(secret string) string { return FrameMark + secret + ":" }

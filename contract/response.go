@@ -55,25 +55,25 @@ func (r *reply) toolResult() *mcp.CallToolResult {
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}
 	case r.untyped != nil:
-		obj := newObject().str("code", string(gateway.CodeExecutorFailed)).str("message", *r.untyped).boolean("retryable", false).bytes()
+		obj := objectJSON(jstext.Object{{Key: "code", Value: gateway.CodeExecutorFailed}, {Key: "message", Value: *r.untyped}, {Key: "retryable", Value: false}})
 		return r.failure(obj)
 	case r.errObject != nil:
 		return r.failure(r.errObject)
 	}
-	o := newObject()
+	var o jstext.Object
 	if r.hasResult {
-		o.raw("result", r.result)
+		o = append(o, jstext.Field{Key: "result", Value: raw(r.result)})
 	}
 	if len(r.emitted) > 0 {
-		o.num("emitted", int64(len(r.emitted)))
+		o = append(o, jstext.Field{Key: "emitted", Value: len(r.emitted)})
 	}
 	if r.logs != "" {
-		o.str("logs", r.logs)
+		o = append(o, jstext.Field{Key: "logs", Value: r.logs})
 	}
 	if r.diag != nil {
-		o.raw("diagnostics", r.diag)
+		o = append(o, jstext.Field{Key: "diagnostics", Value: raw(r.diag)})
 	}
-	text := o.bytes()
+	text := objectJSON(o)
 	content := make([]mcp.Content, 0, 1+len(r.emitted))
 	content = append(content, &mcp.TextContent{Text: string(text)})
 	content = append(content, r.emitted...)
@@ -81,17 +81,17 @@ func (r *reply) toolResult() *mcp.CallToolResult {
 }
 
 func (r *reply) failure(errObject []byte) *mcp.CallToolResult {
-	o := newObject().raw("error", errObject)
+	o := jstext.Object{{Key: "error", Value: raw(errObject)}}
 	if r.logs != "" {
-		o.str("logs", r.logs)
+		o = append(o, jstext.Field{Key: "logs", Value: r.logs})
 	}
 	if r.discarded > 0 {
-		o.num("emittedDiscarded", int64(r.discarded))
+		o = append(o, jstext.Field{Key: "emittedDiscarded", Value: r.discarded})
 	}
 	if r.diag != nil {
-		o.raw("diagnostics", r.diag)
+		o = append(o, jstext.Field{Key: "diagnostics", Value: raw(r.diag)})
 	}
-	text := o.bytes()
+	text := objectJSON(o)
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
@@ -99,15 +99,9 @@ func (r *reply) failure(errObject []byte) *mcp.CallToolResult {
 	}
 }
 
-// typedObject renders a gateway error as the `error` object of a response.
-func typedObject(e *gateway.Error) []byte {
-	b, err := marshalError(e)
-	if err != nil {
-		// Details that cannot marshal are dropped rather than failing the response.
-		b, _ = marshalError(&gateway.Error{Code: e.Code, Message: e.Message, Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs})
-	}
-	return b
-}
+// typedObject renders a gateway error as the `error` object of a response
+// (the same object the top-level tools answer).
+func typedObject(e *gateway.Error) []byte { return e.Object() }
 
 // programErrorText is the untyped line for a program's own failure: the
 // guest's message after "Error: ", or the fixed text when it is empty (E5).

@@ -31,7 +31,7 @@ func TestE1_MessageClippedTo2000SerializedChars(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := clipMessage(c.msg, MaxFrameMessageChars)
-			n := jstext.Len(jsonQuote(got))
+			n := jstext.Len(jstext.Quote(got))
 			if n > MaxFrameMessageChars {
 				t.Fatalf("serialized %d > %d", n, MaxFrameMessageChars)
 			}
@@ -375,13 +375,6 @@ func TestL4_CodeOver128KiBIsInvalidArgs(t *testing.T) {
 	}
 	if _, e := s.decodeInput(json.RawMessage(`{"code":"async () => 1","extra":1}`)); e != nil {
 		t.Error("unknown keys must be ignored")
-	}
-}
-
-func TestJSStyleLineSeparators(t *testing.T) {
-	in := []byte(`{"a":"x\u2028y\\u2029z\u2029"}`)
-	if got := string(jsStyle(in)); got != "{\"a\":\"x\u2028y\\\\u2029z\u2029\"}" {
-		t.Fatalf("%s", got)
 	}
 }
 

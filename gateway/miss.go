@@ -8,8 +8,9 @@ import (
 
 // Address-miss refusals (E7), shared by discovery (describe) and invocation
 // (call) so both front doors build the same unknown_address / unknown_tool
-// record. Caller-authored text echoed back (the message, the derived
-// recovery query, a describe entry's address) is clamped with jstext.Clamp
+// record. Caller-authored text echoed back is clamped with jstext.Clamp:
+// an address at jstext.MaxAddressBytes and a tool name at
+// jstext.MaxIdentityBytes (the identity clamps), the derived recovery query
 // at jstext.MaxEchoBytes.
 
 // Recovery purposes, fixed text.
@@ -54,15 +55,15 @@ func RecoveryQuery(address string) string {
 // (it cannot call search_tools), the top level to tool "search_tools".
 // connector is omitted when empty.
 func SearchNextAction(front FrontDoor, query, connector, purpose string) Object {
-	args := Object{{"query", query}}
+	args := Object{{Key: "query", Value: query}}
 	if connector != "" {
-		args = append(args, Field{"connector", connector})
+		args = append(args, Field{Key: "connector", Value: connector})
 	}
-	args = append(args, Field{"includeSchemas", "compact"})
+	args = append(args, Field{Key: "includeSchemas", Value: "compact"})
 	if front == FrontDoorProgram {
-		return Object{{"function", "connecta.search"}, {"arguments", args}, {"purpose", purpose}}
+		return Object{{Key: "function", Value: "connecta.search"}, {Key: "arguments", Value: args}, {Key: "purpose", Value: purpose}}
 	}
-	return Object{{"tool", "search_tools"}, {"arguments", args}, {"purpose", purpose}}
+	return Object{{Key: "tool", Value: "search_tools"}, {Key: "arguments", Value: args}, {Key: "purpose", Value: purpose}}
 }
 
 // UnknownAddress is the E7 refusal for an address that names no configured
@@ -70,9 +71,9 @@ func SearchNextAction(front FrontDoor, query, connector, purpose string) Object 
 func UnknownAddress(front FrontDoor, address string) *Error {
 	return &Error{
 		Code:      CodeUnknownAddress,
-		Message:   `Unknown address "` + jstext.Clamp(address, jstext.MaxEchoBytes) + `"`,
+		Message:   `Unknown address "` + jstext.Clamp(address, jstext.MaxAddressBytes) + `"`,
 		Retryable: false,
-		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(address), "",
+		Details: []Field{{Key: "nextAction", Value: SearchNextAction(front, RecoveryQuery(address), "",
 			unknownAddressPurpose)}},
 	}
 }
@@ -82,9 +83,9 @@ func UnknownAddress(front FrontDoor, address string) *Error {
 func UnknownTool(front FrontDoor, connectorID, toolName string) *Error {
 	return &Error{
 		Code:      CodeUnknownTool,
-		Message:   `Unknown tool "` + jstext.Clamp(toolName, jstext.MaxEchoBytes) + `" on connector "` + connectorID + `"`,
+		Message:   `Unknown tool "` + jstext.Clamp(toolName, jstext.MaxIdentityBytes) + `" on connector "` + connectorID + `"`,
 		Retryable: false,
-		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(toolName), connectorID,
+		Details: []Field{{Key: "nextAction", Value: SearchNextAction(front, RecoveryQuery(toolName), connectorID,
 			unknownToolPurpose)}},
 	}
 }

@@ -62,6 +62,7 @@ type run struct {
 
 	logs      []string
 	hostCalls int
+	origin    origin // where the evaluated source sits in the caller's code
 
 	mu      sync.Mutex
 	done    bool
@@ -261,7 +262,9 @@ func (r *run) execute(cfg []byte, prelude, code string) *Outcome {
 			return r.setupFailure(st)
 		}
 	}
-	st, err = r.withBytes([]byte(Normalize(code)), func(p, n uint32) (uint64, error) {
+	src, origin := normalize(code)
+	r.origin = origin
+	st, err = r.withBytes([]byte(src), func(p, n uint32) (uint64, error) {
 		return r.enter(r.fRun, uint64(p), uint64(n))
 	})
 	if err != nil {
@@ -357,7 +360,7 @@ func (r *run) final(st uint64) *Outcome {
 	case stThrown:
 		return failure(ErrThrown, r.output())
 	case stSyntax:
-		return failure(ErrSyntax, r.output())
+		return failure(ErrSyntax, r.origin.syntaxMessage(r.output()))
 	case stOOM:
 		return failure(ErrOutOfMemory, r.output())
 	case stResult:

@@ -19,6 +19,7 @@
 	const freeze = Object.freeze;
 	const create = Object.create;
 	const defineProperty = Object.defineProperty;
+	const getOwnDescriptor = Object.getOwnPropertyDescriptor;
 	const promiseReject = Promise.reject.bind(Promise);
 	const strSlice = uncurry(String.prototype.slice);
 	const charCodeAt = uncurry(String.prototype.charCodeAt);
@@ -67,7 +68,15 @@
 					name = undefined;
 				}
 				name = typeof name === "string" && name !== "" ? name : "Error";
-				return name === "Error" ? message : name + ": " + message;
+				const text = name === "Error" ? message : name + ": " + message;
+				if (name === "SyntaxError") {
+					// The parser's position in the program's own source, for
+					// the host to map back to the caller's code; JSON.parse,
+					// Function and thrown SyntaxErrors have no such own fileName.
+					const file = getOwnDescriptor(e, "fileName");
+					if (file && file.value === "<program>") return text + "\n<program>:" + e.lineNumber + ":" + e.columnNumber;
+				}
+				return text;
 			}
 		}
 		let text;

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // toolArgs is a tool's arguments object, decoded leniently: unknown keys are
@@ -18,6 +21,14 @@ type argError struct{ msg string }
 func (e *argError) Error() string { return e.msg }
 
 func argErrorf(format string, a ...any) *argError { return &argError{msg: fmt.Sprintf(format, a...)} }
+
+// typed is the argError as the model sees it: invalid_args, not retryable.
+func (e *argError) typed() *gateway.Error {
+	return &gateway.Error{Code: gateway.CodeInvalidArgs, Message: e.msg}
+}
+
+// argFailure answers a tool's argument error in the typed envelope.
+func argFailure(e *argError) *mcp.CallToolResult { return failureResult(e.typed()) }
 
 func parseArgs(raw json.RawMessage) (toolArgs, *argError) {
 	raw = bytes.TrimSpace(raw)

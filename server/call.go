@@ -86,7 +86,7 @@ func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Du
 func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest, destructive bool) (*mcp.CallToolResult, error) {
 	c, aerr := parseCallArgs(req.Params.Arguments, destructive, s.opts.HostCallTimeout)
 	if aerr != nil {
-		return textError(aerr.msg), nil
+		return s.callFailure(aerr.typed(), c, 0, 0, timing{}), nil
 	}
 	if c.timeout > s.writeTimeout()-s.opts.Requests.QueueTimeout-writeGrace && info.extendWrite != nil {
 		info.extendWrite(c.timeout)
@@ -160,29 +160,17 @@ func attemptsFor(e *gateway.Error) int {
 	return 1
 }
 
-// callFailure renders a failed call (§2 "Call failures").
+// callFailure renders a failed call in the one typed envelope, with the
+// call's duration and attempts (and timing on request).
 func (s *Server) callFailure(e *gateway.Error, c callArgs, d time.Duration, attempts int, t timing) *mcp.CallToolResult {
-	hasNext := e.Detail("nextAction") != nil
-	typed := e.Code == gateway.CodeAuthRequired || e.Code == gateway.CodeInvalidArgs || e.Code == gateway.CodeInputRequiredUnsupported
-	if !hasNext && !typed && !c.valueMode {
-		return textError(e.Message)
-	}
-	fields := []gateway.Field{
-		{Key: "ok", Value: false},
-		{Key: "error", Value: e},
+	extra := []gateway.Field{
 		{Key: "durationMs", Value: d.Milliseconds()},
 		{Key: "attempts", Value: attempts},
 	}
 	if c.diagnostics {
-		fields = append(fields, gateway.Field{Key: "timing", Value: t})
+		extra = append(extra, gateway.Field{Key: "timing", Value: t})
 	}
-	b, err := gateway.MarshalOrdered(fields)
-	if err != nil {
-		return textError(e.Message)
-	}
-	// isError only for cases 1 and 2: a value-mode failure without either
-	// (e.g. rate_limited) carries none — a pinned quirk.
-	return rawJSONResult(b, hasNext || typed)
+	return failureResult(e, extra...)
 }
 
 // inlineResult is a success shaped for call_tool before the inline cap:
@@ -269,7 +257,7 @@ func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c cal
 		if c.diagnostics {
 			fields = append(fields, gateway.Field{Key: "timing", Value: successTiming(res, start, callDone)})
 		}
-		b, err := gateway.MarshalOrdered(fields)
+		b, err := gateway.Object(fields).MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +308,7 @@ func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage,
 	if err != nil {
 		return nil, fmt.Errorf("stash: %w", err)
 	}
-	return gateway.MarshalOrdered([]gateway.Field{
+	return gateway.Object{
 		{Key: "truncated", Value: true},
 		{Key: "resultId", Value: id},
 		{Key: "totalBytes", Value: len(full)},
@@ -329,7 +317,7 @@ func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage,
 			{Key: "tool", Value: ToolGetResult},
 			{Key: "arguments", Value: gateway.Object{{Key: "id", Value: id}, {Key: "offset", Value: 0}}},
 		}},
-	})
+	}.MarshalJSON()
 }
 
 // projectContent applies fields to each text block that holds JSON.

@@ -43,12 +43,19 @@ func textError(message string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: message}}, IsError: true}
 }
 
-// typedError is the discovery error shape {error:{code,message,retryable,…}}
-// with isError; text and structuredContent carry the same object.
-func typedError(e *gateway.Error) *mcp.CallToolResult {
-	b, err := gateway.MarshalOrdered([]gateway.Field{{Key: "error", Value: e}})
+// failureResult is the one shape of every failure of call_tool,
+// call_destructive_tool, get_result, search_tools and authorize_connector:
+// isError, text and structuredContent both {ok: false, error: {code,
+// message, retryable, retryAfterMs?, …}, …extra} (durationMs, attempts and
+// timing for the call tools). The error object is the one a program sees.
+func failureResult(e *gateway.Error, extra ...gateway.Field) *mcp.CallToolResult {
+	fields := make([]gateway.Field, 0, 2+len(extra))
+	fields = append(fields, gateway.Field{Key: "ok", Value: false}, gateway.Field{Key: "error", Value: e.Object()})
+	fields = append(fields, extra...)
+	b, err := gateway.Object(fields).MarshalJSON()
 	if err != nil {
-		return textError(e.Message)
+		// Only an extra can fail to marshal; the error object always does.
+		b, _ = gateway.Object(fields[:2]).MarshalJSON()
 	}
 	return rawJSONResult(b, true)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -327,6 +328,40 @@ func textOf(t testing.TB, res *mcp.CallToolResult) string {
 		t.Fatalf("content[0] is %T", res.Content[0])
 	}
 	return tc.Text
+}
+
+// failureOf checks the one top-level failure shape (isError; text and
+// structuredContent the same {ok:false, error:{code,message,retryable,…}})
+// and returns the error object.
+func failureOf(t testing.TB, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	text := textOf(t, res)
+	if !res.IsError || res.StructuredContent == nil {
+		t.Fatalf("not a typed failure (isError %v, structuredContent %v): %s", res.IsError, res.StructuredContent != nil, text)
+	}
+	sc, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if json.Unmarshal(sc, &a) != nil || json.Unmarshal([]byte(text), &b) != nil || !reflect.DeepEqual(a, b) {
+		t.Fatalf("structuredContent differs from text:\n%s\n%s", sc, text)
+	}
+	m := decode(t, text)
+	e, ok := m["error"].(map[string]any)
+	if m["ok"] != false || !ok {
+		t.Fatalf("want {ok:false, error:{…}}: %s", text)
+	}
+	if _, ok := e["code"].(string); !ok {
+		t.Fatalf("error without code: %s", text)
+	}
+	if _, ok := e["message"].(string); !ok {
+		t.Fatalf("error without message: %s", text)
+	}
+	if _, ok := e["retryable"].(bool); !ok {
+		t.Fatalf("error without retryable: %s", text)
+	}
+	return e
 }
 
 // decode parses a JSON text into a generic value for assertions.

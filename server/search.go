@@ -29,10 +29,10 @@ func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp
 	res := jsonResult(page)
 	n, err := resultSize(res)
 	if err != nil {
-		return typedError(gateway.Errorf(gateway.CodeResultProcessingFailed, false, "search result could not be serialized")), nil
+		return failureResult(gateway.Errorf(gateway.CodeResultProcessingFailed, false, "search result could not be serialized")), nil
 	}
 	if n > MaxDiscoveryResultBytes {
-		return typedError(gateway.Errorf(gateway.CodeResultTooLarge, false,
+		return failureResult(gateway.Errorf(gateway.CodeResultTooLarge, false,
 			"search_tools result is %d bytes, over the %d-byte limit; %s", n, MaxDiscoveryResultBytes, resultTooLargeHint)), nil
 	}
 	return res, nil
@@ -43,7 +43,7 @@ func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp
 func discoveryFailure(err error) *mcp.CallToolResult {
 	var gerr *gateway.Error
 	if errors.As(err, &gerr) {
-		return typedError(gerr)
+		return failureResult(gerr)
 	}
 	return textError(err.Error())
 }

@@ -65,12 +65,12 @@ func TestSurface_UnknownKeysIgnoredAndTypeErrorsNameTheField(t *testing.T) {
 		t.Fatalf("unknown keys must be ignored: %s", textOf(t, res))
 	}
 	res = call(t, cs, "call_tool", `{"address":42}`)
-	if !res.IsError || !strings.Contains(textOf(t, res), `"address"`) {
-		t.Fatalf("want isError naming address, got %+v", textOf(t, res))
+	if e := failureOf(t, res); e["code"] != "invalid_args" || !strings.Contains(e["message"].(string), `"address"`) {
+		t.Fatalf("want invalid_args naming address, got %+v", textOf(t, res))
 	}
 	res = call(t, cs, "get_result", `{"id":"x","maxBytes":0}`)
-	if !res.IsError || !strings.Contains(textOf(t, res), `"maxBytes"`) {
-		t.Fatalf("want isError naming maxBytes, got %s", textOf(t, res))
+	if e := failureOf(t, res); e["code"] != "invalid_args" || !strings.Contains(e["message"].(string), `"maxBytes"`) {
+		t.Fatalf("want invalid_args naming maxBytes, got %s", textOf(t, res))
 	}
 }
 

@@ -75,7 +75,7 @@ func TestCallDestructiveTool_AnyToolAndReasonNeverForwarded(t *testing.T) {
 		t.Fatalf("source %q", ev[0].Source)
 	}
 	res = call(t, cs, "call_destructive_tool", `{"address":"down.echo","reason":"`+strings.Repeat("r", 501)+`"}`)
-	if !res.IsError || !strings.Contains(textOf(t, res), `"reason"`) {
+	if e := failureOf(t, res); e["code"] != "invalid_args" || !strings.Contains(e["message"].(string), `"reason"`) {
 		t.Fatalf("overlong reason: %s", textOf(t, res))
 	}
 }
@@ -144,7 +144,7 @@ func TestCallTool_OverCapIsTruncatedAndGetResultPagesItBack(t *testing.T) {
 		t.Fatalf("paged %d bytes, want %d", all.Len(), n.TotalBytes)
 	}
 	res = call(t, cs, "get_result", `{"id":"nope"}`)
-	if !res.IsError || textOf(t, res) != `Unknown or expired result id "nope"` {
+	if e := failureOf(t, res); e["code"] != "invalid_args" || e["message"] != `Unknown or expired result id "nope"` {
 		t.Fatalf("unknown id: %s", textOf(t, res))
 	}
 }
@@ -154,22 +154,18 @@ func TestE2_DownstreamHTTPFailuresClassified(t *testing.T) {
 	cs := h.connect(t, "")
 	// Warm the catalog so the failures hit the call itself.
 	call(t, cs, "call_tool", `{"address":"down.echo"}`)
-	for _, tc := range []struct {
-		mode, code string
-		isError    bool
-	}{
-		{"401", "auth_required", true},
-		{"429", "rate_limited", false},
-		{"500", "unavailable", false},
+	for _, tc := range []struct{ mode, code string }{
+		{"401", "auth_required"},
+		{"429", "rate_limited"},
+		{"500", "unavailable"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			h.down.mode.Store(tc.mode)
 			defer h.down.mode.Store("")
 			res := call(t, cs, "call_tool", `{"address":"down.echo","resultMode":"value"}`)
-			m := decode(t, textOf(t, res))
-			e := m["error"].(map[string]any)
-			if e["code"] != tc.code || res.IsError != tc.isError {
-				t.Fatalf("got code %v isError %v: %s", e["code"], res.IsError, textOf(t, res))
+			e := failureOf(t, res)
+			if e["code"] != tc.code {
+				t.Fatalf("got code %v: %s", e["code"], textOf(t, res))
 			}
 			if tc.mode == "429" && e["retryAfterMs"] != float64(2000) {
 				t.Fatalf("retryAfterMs %v", e["retryAfterMs"])
@@ -234,7 +230,7 @@ func TestAuthorizeConnector_UnknownAndKnown(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	cs := h.connect(t, "")
 	res := call(t, cs, "authorize_connector", `{"connector":"ghost"}`)
-	if !res.IsError || textOf(t, res) != `Unknown connector "ghost"` {
+	if e := failureOf(t, res); e["code"] != "invalid_args" || e["message"] != `Unknown connector "ghost"` {
 		t.Fatalf("unknown: %s", textOf(t, res))
 	}
 	res = call(t, cs, "authorize_connector", `{"connector":"down"}`)

@@ -86,7 +86,7 @@ func (p *Pool) spawn(mode string) (*child, error) {
 	}
 	newCmd := func() *exec.Cmd {
 		return &exec.Cmd{
-			Path:        selfExe,
+			Path:        p.exe(),
 			Args:        append([]string{"connecta-sandbox"}, argv...),
 			Env:         []string{}, // nil would inherit ours
 			Dir:         "/",

@@ -6,6 +6,9 @@
 //
 //	connecta-load --url http://127.0.0.1:8787/mcp --clients 8 --duration 10s --program fivecall
 //
+// `connecta-load bench` is `make bench`: it serves bin/connecta itself and
+// prints the whole-system table of docs/benchmarks.md (see bench.go).
+//
 // `connecta-load --free-port` prints a free loopback TCP port (used by
 // `make load` to place the server).
 package main
@@ -38,6 +41,9 @@ func main() {
 // code: 0 when every call succeeded, 1 when some failed (the report still
 // printed), 2 on usage errors or when nothing could run.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "bench" {
+		return runBench(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("connecta-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config
