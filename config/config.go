@@ -133,7 +133,11 @@ type Connector struct {
 	Command []string // only for stdio: argv, Command[0] is the program
 	Env     []EnvVar // only with Command, in file order; the child's whole environment; unresolved ones are left out (see Missing)
 
-	MaxConcurrency   int
+	MaxConcurrency int
+	// SharedSession (url connectors only) is the operator's statement that
+	// the downstream is stateless: every execution and top-level call
+	// shares one MCP session instead of opening its own (P4).
+	SharedSession    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 
