@@ -69,7 +69,9 @@ type Executor struct {
 	Concurrency       int // slots
 	MaxQueueSize      int // 0 = fail fast when every slot is busy
 	QueueTimeout      time.Duration
-	Spares            int           // warm children kept ready
+	Spares            int           // warm children kept ready at least; 0 = none
+	MaxSpares         int           // grown toward demand (after a miss) up to this; ≥ Spares
+	SpareIdle         time.Duration // a spare above Spares unused this long is discarded
 	Timeout           time.Duration // wall deadline per program (X1)
 	CPUTime           time.Duration // guest CPU per program
 	MemoryLimitBytes  int64
@@ -193,6 +195,8 @@ const (
 	DefaultExecutorMaxQueueSize      = 32
 	DefaultExecutorQueueTimeout      = 5000 * time.Millisecond
 	DefaultExecutorSpares            = 2
+	DefaultExecutorMaxSpares         = 8 // raised to spares when only spares is set above it
+	DefaultExecutorSpareIdle         = 30000 * time.Millisecond
 	DefaultExecutorTimeout           = 30000 * time.Millisecond
 	DefaultExecutorCPUTime           = 250 * time.Millisecond
 	DefaultExecutorMemoryLimitBytes  = 64 << 20 // 67,108,864
@@ -246,6 +250,8 @@ func defaults() *Config {
 			MaxQueueSize:      DefaultExecutorMaxQueueSize,
 			QueueTimeout:      DefaultExecutorQueueTimeout,
 			Spares:            DefaultExecutorSpares,
+			MaxSpares:         DefaultExecutorMaxSpares,
+			SpareIdle:         DefaultExecutorSpareIdle,
 			Timeout:           DefaultExecutorTimeout,
 			CPUTime:           DefaultExecutorCPUTime,
 			MemoryLimitBytes:  DefaultExecutorMemoryLimitBytes,

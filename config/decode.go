@@ -463,6 +463,8 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"maxQueueSize", 0, maxQueue, intInto(&x.MaxQueueSize)},
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&x.QueueTimeout)},
 			{"spares", 0, 64, intInto(&x.Spares)},
+			{"maxSpares", 0, 64, intInto(&x.MaxSpares)},
+			{"spareIdleMs", 1, maxMs, msInto(&x.SpareIdle)},
 			{"timeoutMs", 1, maxMs, msInto(&x.Timeout)},
 			{"cpuTimeMs", 1, maxMs, msInto(&x.CPUTime)},
 			{"memoryLimitBytes", 1 << 20, 4 * gib, i64Into(&x.MemoryLimitBytes)},
@@ -471,6 +473,13 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			if e, ok := fs["cacheDir"]; ok {
 				if s, ok := d.path(e.val, "executor.cacheDir"); ok {
 					x.CacheDir = s
+				}
+			}
+			if x.MaxSpares < x.Spares {
+				if se, ok := fs["maxSpares"]; ok {
+					d.fail(se.val, "executor.maxSpares", "%d is below executor.spares (%d)", x.MaxSpares, x.Spares)
+				} else {
+					x.MaxSpares = x.Spares // only spares was raised: no growth above it
 				}
 			}
 			if x.MaxStackSizeBytes > x.MemoryLimitBytes {

@@ -188,15 +188,15 @@ func (c *connector) authError(f *failure, operation string) *Error {
 		Message:   msg,
 		Retryable: false,
 		Details: []Field{
-			{"connector", id},
-			{"operation", op},
-			{"recovery", c.authRecovery()},
-			{"nextAction", Object{
-				{"tool", "authorize_connector"},
-				{"arguments", Object{{"connector", id}}},
-				{"operatorHandoff", "Give the instructions it returns to the operator."},
+			{Key: "connector", Value: id},
+			{Key: "operation", Value: op},
+			{Key: "recovery", Value: c.authRecovery()},
+			{Key: "nextAction", Value: Object{
+				{Key: "tool", Value: "authorize_connector"},
+				{Key: "arguments", Value: Object{{Key: "connector", Value: id}}},
+				{Key: "operatorHandoff", Value: "Give the instructions it returns to the operator."},
 			}},
-			{"retry", "Retry " + op + " after the operator completes recovery."},
+			{Key: "retry", Value: "Retry " + op + " after the operator completes recovery."},
 		},
 	}
 }
@@ -242,13 +242,13 @@ func (c *connector) callError(f *failure, address string, timeout time.Duration)
 		// JS, overwrite) the branch field.
 		var transport Object
 		if f.host != "" {
-			transport = append(transport, Field{"host", f.host})
+			transport = append(transport, Field{Key: "host", Value: f.host})
 		}
 		if f.errno != "" {
-			transport = append(transport, Field{"code", f.errno})
+			transport = append(transport, Field{Key: "code", Value: f.errno})
 		}
 		if len(transport) > 0 {
-			e.Details = append(e.Details, Field{"details", transport})
+			e.Details = append(e.Details, Field{Key: "details", Value: transport})
 		}
 		return e
 	case CodeInvalidArgs:
@@ -274,10 +274,10 @@ func cancelledError() *Error {
 // args echoed whole only when their JSON fits MaxArgsEchoBytes.
 func destructiveRefusal(t *Tool, args []byte, echo bool) *Error {
 	address := t.Address()
-	arguments := Object{{"address", address}}
+	arguments := Object{{Key: "address", Value: address}}
 	purpose := "Ask the MCP host to approve this consequential call. Add a short reason for the human reviewer."
 	if echo && len(args) <= MaxArgsEchoBytes {
-		arguments = append(arguments, Field{"args", rawOrEmpty(args)})
+		arguments = append(arguments, Field{Key: "args", Value: rawOrEmpty(args)})
 	} else {
 		purpose += " The arguments were too large to echo: re-send them in full."
 	}
@@ -285,10 +285,10 @@ func destructiveRefusal(t *Tool, args []byte, echo bool) *Error {
 		Code:      CodeDestructiveNeedsApproval,
 		Message:   fmt.Sprintf("Tool %q is not explicitly read-only. Invoke it through call_destructive_tool so the MCP host can request explicit approval.", address),
 		Retryable: false,
-		Details: []Field{{"nextAction", Object{
-			{"tool", "call_destructive_tool"},
-			{"arguments", arguments},
-			{"purpose", purpose},
+		Details: []Field{{Key: "nextAction", Value: Object{
+			{Key: "tool", Value: "call_destructive_tool"},
+			{Key: "arguments", Value: arguments},
+			{Key: "purpose", Value: purpose},
 		}}},
 	}
 }
@@ -305,11 +305,11 @@ func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total in
 	for _, f := range findings {
 		// validate bounds each field (in UTF-16 units) and says when it cut.
 		truncated = truncated || f.Clipped
-		issues = append(issues, Object{{"path", f.Path}, {"code", f.Code}, {"expected", f.Expected}})
+		issues = append(issues, Object{{Key: "path", Value: f.Path}, {Key: "code", Value: f.Code}, {Key: "expected", Value: f.Expected}})
 	}
-	validation := Object{{"issues", issues}}
+	validation := Object{{Key: "issues", Value: issues}}
 	if truncated {
-		validation = append(validation, Field{"truncated", true})
+		validation = append(validation, Field{Key: "truncated", Value: true})
 	}
 	address := t.Address()
 	summary := "the arguments do not match the tool's input schema"
@@ -322,11 +322,11 @@ func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total in
 		Message:   fmt.Sprintf("Invalid arguments for %s: %s.", address, summary),
 		Retryable: false,
 		Details: []Field{
-			{"validation", validation},
-			{"connector", t.ConnectorID},
-			{"operation", address},
-			{"nextAction", SearchNextAction(front, jstext.Clamp(t.Name, jstext.MaxEchoBytes), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
-			{"retry", "Correct the listed arguments and retry " + address + "."},
+			{Key: "validation", Value: validation},
+			{Key: "connector", Value: t.ConnectorID},
+			{Key: "operation", Value: address},
+			{Key: "nextAction", Value: SearchNextAction(front, jstext.Clamp(t.Name, jstext.MaxEchoBytes), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
+			{Key: "retry", Value: "Correct the listed arguments and retry " + address + "."},
 		},
 	}
 }

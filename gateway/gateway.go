@@ -177,6 +177,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.connectors[spec.ID] = c
 		g.order = append(g.order, spec.ID)
 	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
+			g.stop()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
 	g.forker = stdioshim.NewForker()
 	return g, nil
 }
@@ -276,29 +282,29 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 	switch {
 	case s.MissingCredential != "":
 		return Object{
-			{"connector", s.ID},
-			{"recovery", "operator_config"},
-			{"credential", Object{{"reference", s.MissingCredential}, {"configKey", c.credentialKey()}}},
-			{"instructions", fmt.Sprintf("The operator must provide %s (used by %s) and restart connecta; then retry the call. The credential is never passed through this tool.", s.MissingCredential, c.credentialKey())},
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "operator_config"},
+			{Key: "credential", Value: Object{{Key: "reference", Value: s.MissingCredential}, {Key: "configKey", Value: c.credentialKey()}}},
+			{Key: "instructions", Value: fmt.Sprintf("The operator must provide %s (used by %s) and restart connecta; then retry the call. The credential is never passed through this tool.", s.MissingCredential, c.credentialKey())},
 		}, nil
 	case len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0):
 		refs := slices.Clone(s.CredentialRefs)
 		sort.Strings(refs)
-		cred := Object{{"configKey", c.credentialKey()}}
+		cred := Object{{Key: "configKey", Value: c.credentialKey()}}
 		if len(refs) > 0 {
-			cred = append(cred, Field{"references", refs})
+			cred = append(cred, Field{Key: "references", Value: refs})
 		}
 		return Object{
-			{"connector", s.ID},
-			{"recovery", "operator_config"},
-			{"credential", cred},
-			{"instructions", fmt.Sprintf("Credentials for this connector come from %s. If the downstream rejects them, the operator must update that value and restart connecta; then retry the call.", c.credentialKey())},
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "operator_config"},
+			{Key: "credential", Value: cred},
+			{Key: "instructions", Value: fmt.Sprintf("Credentials for this connector come from %s. If the downstream rejects them, the operator must update that value and restart connecta; then retry the call.", c.credentialKey())},
 		}, nil
 	default:
 		return Object{
-			{"connector", s.ID},
-			{"recovery", "unavailable"},
-			{"message", fmt.Sprintf("Connector %q has no credential to configure; downstream OAuth is not supported.", s.ID)},
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "unavailable"},
+			{Key: "message", Value: fmt.Sprintf("Connector %q has no credential to configure; downstream OAuth is not supported.", s.ID)},
 		}, nil
 	}
 }

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/jstext"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Scope is one downstream request scope: one per execution or per
@@ -366,10 +366,7 @@ func rawOrEmpty(args []byte) json.RawMessage {
 	return json.RawMessage(args)
 }
 
-func quote(s string) string {
-	b, _ := marshalNoEscape(s)
-	return string(b)
-}
+func quote(s string) string { return jstext.Quote(s) }
 
 // call makes the one tools/call attempt. A 404 session expiry means the
 // downstream never processed the request: reconnect once and send it then.
@@ -464,8 +461,7 @@ func (p parsedResult) unwrap(raw []byte) json.RawMessage {
 		if trimmed := strings.TrimSpace(text); trimmed != "" && json.Valid([]byte(trimmed)) {
 			return compactJSON([]byte(trimmed))
 		}
-		b, _ := marshalNoEscape(text)
-		return b
+		return []byte(jstext.Quote(text))
 	}
 	return compactJSON(raw)
 }

@@ -357,8 +357,8 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // serveHealth is open and payload-free (§14).
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h := s.Health()
-	status := http.StatusOK
-	if h.Status != "ok" {
+	status := http.StatusOK // ok and degraded: the server itself serves
+	if h.Status == StatusShuttingDown {
 		status = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -39,6 +39,7 @@ type Gateway interface {
 	NewScope() *gateway.Scope
 	Invoke(ctx context.Context, scope *gateway.Scope, req gateway.CallRequest) (*gateway.CallResult, *gateway.Error)
 	Authorize(ctx context.Context, connectorID string) (gateway.Object, *gateway.Error)
+	ConnectorStates() map[string]gateway.ConnectorState
 }
 
 // Discovery is the catalog search service (gateway/discovery) with the front
@@ -77,6 +78,9 @@ type Options struct {
 	// CodeAdmission returns the executor's payload-free admission snapshot
 	// for /health; nil reports {managedByExecutor:true}.
 	CodeAdmission func() any
+	// StoreState reports the store into /health (nil: no store entry). It
+	// must answer from state the store already has, without a round trip.
+	StoreState func() StoreState
 
 	Tokens         []Token // none = loopback clients only
 	TrustedOrigins []string
@@ -316,13 +320,32 @@ func (s *Server) BeginShutdown() {
 // InFlight reports requests holding an admission permit.
 func (s *Server) InFlight() int { return s.admission.activeCount() }
 
-// HealthReport is the payload-free /health body (§14).
+// Health statuses: degraded (HTTP 200) when a connector or the store has
+// failed, shutting_down (503) while draining.
+const (
+	StatusOK           = "ok"
+	StatusDegraded     = "degraded"
+	StatusShuttingDown = "shutting_down"
+)
+
+// HealthReport is the payload-free /health body (§14 and DECISIONS
+// "Health, versions, reload").
 type HealthReport struct {
-	Status     string          `json:"status"`
-	Connectors int             `json:"connectors"`
-	Server     healthServer    `json:"server"`
-	Executor   *healthExecutor `json:"executor,omitempty"`
-	Admission  healthAdmission `json:"admission"`
+	Status          string                            `json:"status"`
+	Version         string                            `json:"version"`
+	Connectors      int                               `json:"connectors"`
+	ConnectorStates map[string]gateway.ConnectorState `json:"connectorStates"`
+	Store           *StoreState                       `json:"store,omitempty"`
+	Server          healthServer                      `json:"server"`
+	Executor        *healthExecutor                   `json:"executor,omitempty"`
+	Admission       healthAdmission                   `json:"admission"`
+}
+
+// StoreState is the store's /health entry; any State but "ok" makes the
+// server degraded.
+type StoreState struct {
+	State         string `json:"state"`
+	LastErrorCode string `json:"lastErrorCode,omitempty"`
 }
 
 type healthServer struct {
@@ -342,10 +365,13 @@ type healthAdmission struct {
 
 // Health returns the /health report.
 func (s *Server) Health() HealthReport {
+	states := s.opts.Gateway.ConnectorStates()
 	h := HealthReport{
-		Status:     "ok",
-		Connectors: len(s.opts.Gateway.Connectors()),
-		Server:     healthServer{Name: s.opts.Name, Version: s.opts.Version},
+		Status:          StatusOK,
+		Version:         s.opts.Version,
+		Connectors:      len(states),
+		ConnectorStates: states,
+		Server:          healthServer{Name: s.opts.Name, Version: s.opts.Version},
 		Admission: healthAdmission{
 			Policy:   "global-fifo",
 			Requests: s.admission.snapshot(),
@@ -355,8 +381,20 @@ func (s *Server) Health() HealthReport {
 	if s.opts.CodeAdmission != nil {
 		h.Admission.Code = s.opts.CodeAdmission()
 	}
+	for _, st := range states {
+		if st.State == gateway.StateFailed {
+			h.Status = StatusDegraded
+		}
+	}
+	if s.opts.StoreState != nil {
+		st := s.opts.StoreState()
+		h.Store = &st
+		if st.State != "ok" {
+			h.Status = StatusDegraded
+		}
+	}
 	if s.draining.Load() {
-		h.Status = "shutting_down"
+		h.Status = StatusShuttingDown
 	}
 	if name := sanitizeExecutorName(s.opts.ExecutorName); name != "" {
 		h.Executor = &healthExecutor{Name: name}

@@ -241,6 +241,8 @@ func supervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Regi
 		MaxQueue:     e.MaxQueueSize,
 		QueueTimeout: e.QueueTimeout,
 		Spares:       e.Spares,
+		MaxSpares:    e.MaxSpares,
+		SpareIdle:    e.SpareIdle,
 		Limits: supervisor.Limits{
 			Wall: e.Timeout, CPUTime: e.CPUTime,
 			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
@@ -293,9 +295,15 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	notifier := newNotifier(o.log)
 	defer notifier.stop()
 
+	poolAlive := func(ctx context.Context) (bool, string) {
+		if a.pool != nil && !a.pool.Alive(ctx) {
+			return false, "the executor's supervisor loop did not answer"
+		}
+		return true, ""
+	}
 	if o.stdio {
 		o.log.Info("serving MCP over stdio", "version", buildVersion(), "connectors", len(cfg.Connectors))
-		notifier.ready()
+		notifier.ready(poolAlive)
 		err := a.server.ServeStdio(ctx, o.stdin, o.stdout)
 		notifier.stopping()
 		return err
@@ -303,10 +311,20 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 
 	srv := a.server.HTTPServer(cfg.Listen)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	watched := &acceptWatch{Listener: ln}
+	go func() {
+		err := srv.Serve(watched)
+		watched.ended.Store(true)
+		errc <- err
+	}()
 	o.log.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "path", "/mcp",
 		"version", buildVersion(), "connectors", len(cfg.Connectors), "auth", len(cfg.Auth.Tokens) > 0)
-	notifier.ready()
+	notifier.ready(func(ctx context.Context) (bool, string) {
+		if !watched.alive(time.Second) {
+			return false, "the HTTP accept loop is not running"
+		}
+		return poolAlive(ctx)
+	})
 
 	select {
 	case err := <-errc:
