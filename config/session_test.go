@@ -23,7 +23,7 @@ func TestSharedSession_URLOnlyDefaultFalse(t *testing.T) {
 		t.Fatalf("sharedSession = %v, %v", cfg.Connectors[0].SharedSession, cfg.Connectors[1].SharedSession)
 	}
 	for bad, want := range map[string]string{
-		"connectors:\n  - id: a\n    command: [x]\n    sharedSession: true\n": "applies only to url connectors",
+		"connectors:\n  - id: a\n    command: [x]\n    sharedSession: true\n":                      "applies only to url connectors",
 		"connectors:\n  - id: a\n    url: http://127.0.0.1:9/mcp\n    sharedSession: yes please\n": "expected true or false",
 	} {
 		_, err := Parse("c.yaml", []byte(bad), testResolver())

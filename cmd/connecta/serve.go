@@ -185,7 +185,8 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 		spec := gateway.ConnectorSpec{
 			ID: c.ID, Title: c.Title, Description: c.Description, Guide: c.Guide,
 			URL: c.URL, Command: c.Command,
-			MaxConcurrency: c.MaxConcurrency, SharedSession: c.SharedSession,
+			MaxConcurrency: c.MaxConcurrency,
+			SharedSession:  c.SharedSession,
 			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 		}
 		if len(c.Headers) > 0 {
