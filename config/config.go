@@ -51,7 +51,10 @@ type Token struct {
 	// Reference is the token's configured text (e.g.
 	// "${credential:connecta-token}"), safe to show.
 	Reference string
-	Line      int
+	// Operator: this token's caller may force a new downstream OAuth
+	// authorization over a working grant.
+	Operator bool
+	Line     int
 }
 
 // Requests is the /mcp request admission (a global FIFO before auth) and the
@@ -135,6 +138,9 @@ type Connector struct {
 	Command []string // only for stdio: argv, Command[0] is the program
 	Env     []EnvVar // only with Command, in file order; the child's whole environment; unresolved ones are left out (see Missing)
 
+	// OAuth is set for `oauth: {}` (downstream OAuth; url connectors only).
+	OAuth *OAuth
+
 	MaxConcurrency int
 	// SharedSession (url connectors only) is the operator's statement that
 	// the downstream is stateless: every execution and top-level call
@@ -153,6 +159,15 @@ type Connector struct {
 	Secrets []Secret
 
 	Line int // line of the connector's entry
+}
+
+// OAuth is a connector's downstream OAuth client configuration; all fields
+// optional (the client is then found by metadata document or dynamic
+// registration, and the scopes from the downstream).
+type OAuth struct {
+	ClientID     string
+	ClientSecret Secret // resolved from a secret reference; zero when unset
+	Scopes       []string
 }
 
 // Header is one HTTP header sent to a remote connector.

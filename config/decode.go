@@ -534,6 +534,12 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 	}
 	if e, ok := fs["connectors"]; ok {
 		d.connectors(e.val, c)
+		for i := range c.Connectors {
+			if c.Connectors[i].OAuth != nil && c.PublicURL == "" {
+				d.fail(&yaml.Node{Line: c.Connectors[i].Line, Column: 1}, fmt.Sprintf("connectors[%d].oauth", i),
+					"needs publicUrl: the authorization server sends the browser back to {publicUrl}/oauth/callback/%s", c.Connectors[i].ID)
+			}
+		}
 	}
 	if listenNode != nil && !tokensGiven && !isLoopbackListen(c.Listen) {
 		d.fail(listenNode, "listen", "%q is not a loopback address and auth.tokens is empty: add a token, or listen on 127.0.0.1", clip(c.Listen))
@@ -578,11 +584,18 @@ func (d *decoder) auth(n *yaml.Node, c *Config) bool {
 	seen := map[string]string{}
 	for i, item := range e.val.Content {
 		path := fmt.Sprintf("auth.tokens[%d]", i)
-		tf, ok := d.fields(item, path, "name", "token")
+		tf, ok := d.fields(item, path, "name", "token", "operator")
 		if !ok {
 			continue
 		}
 		t := Token{Line: item.Line}
+		if oe, ok := tf["operator"]; ok {
+			if oe.val.Kind != yaml.ScalarNode || (oe.val.Value != "true" && oe.val.Value != "false") {
+				d.fail(oe.val, path+".operator", "expected true or false")
+			} else {
+				t.Operator = oe.val.Value == "true"
+			}
+		}
 		if ne, ok := tf["name"]; !ok {
 			d.fail(item, path+".name", "is required (the actor recorded in activity)")
 		} else if s, ok := d.str(ne.val, path+".name"); ok {
@@ -639,7 +652,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) bool {
 	return len(e.val.Content) > 0
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "sharedSession"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -754,6 +767,18 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			d.env(e.val, path+".env", &c)
 		}
 	}
+	if e, ok := fs["oauth"]; ok {
+		if _, isURL := fs["url"]; !isURL {
+			d.fail(e.key, path+".oauth", "applies only to url connectors (downstream OAuth is for remote MCP servers)")
+		} else {
+			d.oauth(e.val, path+".oauth", &c)
+			for _, h := range c.Headers {
+				if strings.EqualFold(h.Name, "Authorization") {
+					d.fail(e.key, path+".oauth", "and headers.Authorization are mutually exclusive: with oauth, connecta sends the grant's access token")
+				}
+			}
+		}
+	}
 	if e, ok := fs["maxConcurrency"]; ok {
 		if v, ok := d.integer(e.val, path+".maxConcurrency", 1, 1024); ok {
 			c.MaxConcurrency = int(v)
@@ -840,6 +865,58 @@ func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
 		d.fail(node, field, "the guide is not valid UTF-8")
 	default:
 		c.Guide = strings.TrimSpace(text)
+	}
+}
+
+// oauth reads a connector's `oauth: {}` or `{clientId, clientSecret,
+// scopes}`. The downstream's own Authorization header is then connecta's
+// to set, so a configured one is refused.
+func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
+	o := &OAuth{}
+	c.OAuth = o
+	if isNull(n) {
+		return
+	}
+	fs, ok := d.fields(n, path, "clientId", "clientSecret", "scopes")
+	if !ok {
+		return
+	}
+	if e, ok := fs["clientId"]; ok {
+		if s, ok := d.str(e.val, path+".clientId"); ok {
+			if s == "" || hasControl(s) || strings.Contains(s, "${") {
+				d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
+			} else {
+				o.ClientID = s
+			}
+		}
+	}
+	if e, ok := fs["clientSecret"]; ok {
+		if _, hasID := fs["clientId"]; !hasID {
+			d.fail(e.key, path+".clientSecret", "needs clientId")
+		} else if raw, ok := d.str(e.val, path+".clientSecret"); ok {
+			segs, err := parseTemplate(raw)
+			switch {
+			case err != nil:
+				d.fail(e.val, path+".clientSecret", "%s", err)
+			case !hasReference(segs):
+				d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
+			default:
+				if value, ok := d.resolveConnectorValue(segs, e.val, path+".clientSecret", c, hasControl); ok {
+					o.ClientSecret = NewSecret(value)
+				}
+			}
+		}
+	}
+	if e, ok := fs["scopes"]; ok {
+		if list, ok := d.strList(e.val, path+".scopes"); ok {
+			for _, s := range list {
+				if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
+					d.fail(e.val, path+".scopes", "%q is not a scope token", clip(s))
+					return
+				}
+			}
+			o.Scopes = list
+		}
 	}
 }
 

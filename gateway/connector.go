@@ -97,6 +97,12 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		if g.opts.HTTPClient != nil && g.opts.HTTPClient.Transport != nil {
 			base = g.opts.HTTPClient.Transport
 		}
+		if spec.OAuth {
+			if g.opts.OAuth == nil {
+				return nil, fmt.Errorf("oauth is set but the gateway has no OAuth transport")
+			}
+			base = g.opts.OAuth.Transport(spec.ID, base)
+		}
 		c.http = &http.Client{
 			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
 			// Redirects are not followed: a redirect could carry the
@@ -108,6 +114,9 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		kinds++
 		c.kind = kindStdio
 		c.stderr = newTailBuffer(StderrTailBytes, spec.Secrets)
+	}
+	if spec.OAuth && spec.URL == "" {
+		return nil, fmt.Errorf("oauth applies only to url connectors")
 	}
 	if spec.InProcess != nil {
 		kinds++

@@ -25,6 +25,9 @@ import (
 type requestInfo struct {
 	id    string
 	actor string
+	// operator: a static token with operator: true, or the local user of a
+	// loopback-only server (no tokens).
+	operator bool
 	// ctx is the HTTP request's own context: the SDK may run tool handlers on
 	// a context detached from it, so handlers merge it back in (PITFALLS).
 	ctx context.Context
@@ -47,6 +50,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer}))
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
 	mux.Handle("/mcp", s.admitted(s.authenticated(s.bodyCapped(s.originChecked(s.mcpHandler)))))
+	if s.opts.OAuth != nil {
+		// A browser arrives here from the authorization server: no bearer.
+		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
+		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
+	}
 	return s.logged(securityHeaders(mux))
 }
 
@@ -146,7 +154,7 @@ type rpcRefusalData struct {
 // loopback clients only.
 func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor, ok := s.authenticate(r)
+		actor, operator, ok := s.authenticate(r)
 		if !ok {
 			if len(s.tokens) == 0 {
 				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
@@ -158,20 +166,21 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 		}
 		info := infoFrom(r.Context())
 		if info != nil {
-			info.actor = actor
+			info.actor, info.operator = actor, operator
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 type tokenEntry struct {
-	name string
-	hash [sha256.Size]byte
+	name     string
+	operator bool
+	hash     [sha256.Size]byte
 }
 
-func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
+func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool) {
 	if len(s.tokens) == 0 {
-		return "local", isLoopbackRemote(r.RemoteAddr)
+		return "local", true, isLoopbackRemote(r.RemoteAddr)
 	}
 	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found {
@@ -187,9 +196,9 @@ func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
 		}
 	}
 	if match < 0 {
-		return "", false
+		return "", false, false
 	}
-	return s.tokens[match].name, true
+	return s.tokens[match].name, s.tokens[match].operator, true
 }
 
 func isLoopbackRemote(remote string) bool {

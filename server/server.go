@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
@@ -48,10 +49,20 @@ type Discovery interface {
 	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, error)
 }
 
+// OAuthFlows is package oauth's Manager as the server uses it.
+type OAuthFlows interface {
+	Has(connectorID string) bool
+	Authorize(ctx context.Context, connectorID string, force bool, who oauth.Caller) (*oauth.Status, *oauth.Error)
+	Callback(w http.ResponseWriter, r *http.Request)
+	ClientMetadata(w http.ResponseWriter, r *http.Request)
+}
+
 // Token is one accepted bearer token; Name is the actor recorded in activity.
 type Token struct {
 	Name  string
 	Value string
+	// Operator: the caller may force a new downstream OAuth authorization.
+	Operator bool
 }
 
 // RequestLimits configure /mcp admission and the body cap (§12).
@@ -83,6 +94,9 @@ type Options struct {
 	StoreState func() StoreState
 
 	Tokens         []Token // none = loopback clients only
+	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
+	// callback and client metadata document are served under /oauth/.
+	OAuth OAuthFlows
 	TrustedOrigins []string
 	// PublicURL is where clients reach the server (e.g. through a local
 	// reverse proxy); its host passes the DNS-rebinding check and its origin
@@ -186,7 +200,7 @@ func New(opts Options) (*Server, error) {
 		if t.Value == "" {
 			return nil, fmt.Errorf("server: token %q is empty", t.Name)
 		}
-		s.tokens = append(s.tokens, tokenEntry{name: t.Name, hash: sha256.Sum256([]byte(t.Value))})
+		s.tokens = append(s.tokens, tokenEntry{name: t.Name, operator: t.Operator, hash: sha256.Sum256([]byte(t.Value))})
 	}
 	var err error
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
