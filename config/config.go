@@ -145,7 +145,11 @@ type Connector struct {
 	// OAuth is set for `oauth: {}` (downstream OAuth; url connectors only).
 	OAuth *OAuth
 
-	MaxConcurrency   int
+	MaxConcurrency int
+	// SharedSession (url connectors only) is the operator's statement that
+	// the downstream is stateless: every execution and top-level call
+	// shares one MCP session instead of opening its own (P4).
+	SharedSession    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 

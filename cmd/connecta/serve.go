@@ -193,6 +193,7 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			ID: c.ID, Title: c.Title, Description: c.Description, Guide: c.Guide,
 			URL: c.URL, Command: c.Command,
 			MaxConcurrency: c.MaxConcurrency,
+			SharedSession:  c.SharedSession,
 			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth: c.OAuth != nil,
 		}
