@@ -108,7 +108,7 @@ func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("activity: store read failed", "error", err.Error())
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			body, _ := gateway.MarshalOrdered([]gateway.Field{{Key: "error", Value: storeUnavailable(err)}})
+			body, _ := gateway.Object{{Key: "error", Value: storeUnavailable(err)}}.MarshalJSON()
 			_, _ = w.Write(body)
 			return
 		}
