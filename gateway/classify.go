@@ -14,6 +14,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,8 +28,10 @@ type failure struct {
 	retryable         bool
 	retryAfterMs      *int64
 	host, errno       string // unavailable details
+	component         string // unavailable details: "store" when the store failed
 	status            int    // HTTP status when one was seen
 	missingCredential bool
+	oauth             bool // the OAuth layer refused (its message says why)
 }
 
 func (f *failure) Error() string { return string(f.code) + ": " + f.message }
@@ -79,6 +82,9 @@ func isRPCError(err error) bool {
 func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot) *failure {
 	var f *failure
 	if errors.As(err, &f) {
+		return f
+	}
+	if f := oauthFailure(err, ex); f != nil {
 		return f
 	}
 	if ctx.Err() != nil {
@@ -153,6 +159,21 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 	return &failure{code: CodeConnectorCallFailed, message: text, retryable: looksRetryable(text)}
 }
 
+// oauthFailure maps the OAuth transport's refusal (recorded as the
+// exchange's transport error, or returned through the SDK) onto E2:
+// auth_required with its message, or unavailable naming the server (or
+// the store) that could not be reached.
+func oauthFailure(err error, ex exchangeSnapshot) *failure {
+	var oe *oauth.Error
+	if !errors.As(ex.transport, &oe) && !errors.As(err, &oe) {
+		return nil
+	}
+	if oe.Code == oauth.CodeUnavailable {
+		return &failure{code: CodeUnavailable, retryable: true, host: oe.Host, component: oe.Component, message: oe.Message}
+	}
+	return &failure{code: CodeAuthRequired, oauth: true, message: oe.Message}
+}
+
 // boundText clamps downstream or SDK prose and strips the configured URL
 // (which may carry a credential in its query) down to its origin.
 func (c *connector) boundText(s string) string {
@@ -166,6 +187,9 @@ func (c *connector) boundText(s string) string {
 // credential an operator can set, otherwise unavailable.
 func (c *connector) authRecovery() string {
 	s := c.spec
+	if s.OAuth {
+		return "oauth"
+	}
 	if s.MissingCredential != "" || len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0) {
 		return "operator_config"
 	}
@@ -177,9 +201,14 @@ func (c *connector) authRecovery() string {
 func (c *connector) authError(f *failure, operation string) *Error {
 	id := c.spec.ID
 	var msg string
-	if f.missingCredential {
+	switch {
+	case f.oauth:
+		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
+	case c.spec.OAuth:
+		msg = fmt.Sprintf("Connector %q refused the OAuth access token (%s) even after a refresh. Call authorize_connector({ connector: %q }).", id, f.message, id)
+	case f.missingCredential:
 		msg = fmt.Sprintf("Connector %q has no usable credential: the operator must provide %s. Call authorize_connector({ connector: %q }).", id, c.spec.MissingCredential, id)
-	} else {
+	default:
 		msg = fmt.Sprintf("Connector %q rejected the credential (%s). Call authorize_connector({ connector: %q }).", id, f.message, id)
 	}
 	op := jstext.Clamp(operation, jstext.MaxEchoBytes)
@@ -246,6 +275,9 @@ func (c *connector) callError(f *failure, address string, timeout time.Duration)
 		}
 		if f.errno != "" {
 			transport = append(transport, Field{Key: "code", Value: f.errno})
+		}
+		if f.component != "" {
+			transport = append(transport, Field{Key: "component", Value: f.component})
 		}
 		if len(transport) > 0 {
 			e.Details = append(e.Details, Field{Key: "details", Value: transport})

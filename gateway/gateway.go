@@ -41,6 +41,10 @@ type ConnectorSpec struct {
 
 	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
 
+	// SharedSession (HTTP only): every scope shares the connector's one
+	// downstream session instead of opening its own (P4, scoped.go).
+	SharedSession bool
+
 	// Operator classification of tools the downstream leaves unannotated:
 	// ReadOnly makes a tool callable without approval, ApprovalRequired
 	// forces approval (and wins when a tool is in both lists: fail closed).
@@ -57,6 +61,18 @@ type ConnectorSpec struct {
 	CredentialRefs []string
 
 	InProcess func() *mcp.Server
+
+	// OAuth marks a URL connector whose requests carry a downstream OAuth
+	// grant (Options.OAuth supplies the transport); its auth failures
+	// recover through authorize_connector with recovery "oauth".
+	OAuth bool
+}
+
+// OAuthTransport wraps a connector's HTTP transport so that every request
+// carries the connector's OAuth access token (package oauth). Its failures
+// are *oauth.Error.
+type OAuthTransport interface {
+	Transport(connectorID string, base http.RoundTripper) http.RoundTripper
 }
 
 // Options configure a Gateway.
@@ -81,6 +97,8 @@ type Options struct {
 	// MaxCatalogBytes bounds one catalog's tool definitions across all its
 	// pages (optional); default MaxCatalogBytes.
 	MaxCatalogBytes int
+	// OAuth is required when a connector sets OAuth.
+	OAuth OAuthTransport
 }
 
 // Gateway is the connector registry and the one invocation path both front
@@ -266,9 +284,18 @@ func (g *Gateway) Health() []ConnectorHealth {
 	return out
 }
 
-// Authorize answers authorize_connector: which config key or credential the
-// operator must set (operator_config), or that there is nothing to set
-// (unavailable). Downstream OAuth is out of scope.
+// InvalidateCatalog drops a connector's cached catalog (after its OAuth
+// grant changed); unknown ids are ignored.
+func (g *Gateway) InvalidateCatalog(connectorID string) {
+	if c := g.connectors[connectorID]; c != nil {
+		c.invalidateCatalog()
+	}
+}
+
+// Authorize answers authorize_connector for connectors without OAuth (the
+// server asks package oauth for the others): which config key or credential
+// the operator must set (operator_config), or that there is nothing to set
+// (unavailable).
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
 	c := g.connectors[connectorID]
 	if c == nil {
@@ -300,7 +327,7 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 		return Object{
 			{Key: "connector", Value: s.ID},
 			{Key: "recovery", Value: "unavailable"},
-			{Key: "message", Value: fmt.Sprintf("Connector %q has no credential to configure; downstream OAuth is not supported.", s.ID)},
+			{Key: "message", Value: fmt.Sprintf("Connector %q has no credential to configure and does not use OAuth (connectors[].oauth).", s.ID)},
 		}, nil
 	}
 }

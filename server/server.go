@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
@@ -48,10 +49,20 @@ type Discovery interface {
 	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, error)
 }
 
+// OAuthFlows is package oauth's Manager as the server uses it.
+type OAuthFlows interface {
+	Has(connectorID string) bool
+	Authorize(ctx context.Context, connectorID string, force bool, who oauth.Caller) (*oauth.Status, *oauth.Error)
+	Callback(w http.ResponseWriter, r *http.Request)
+	ClientMetadata(w http.ResponseWriter, r *http.Request)
+}
+
 // Token is one accepted bearer token; Name is the actor recorded in activity.
 type Token struct {
 	Name  string
 	Value string
+	// Operator: the caller may force a new downstream OAuth authorization.
+	Operator bool
 }
 
 // RequestLimits configure /mcp admission and the body cap (§12).
@@ -61,6 +72,9 @@ type RequestLimits struct {
 	QueueTimeout time.Duration
 	RetryAfter   time.Duration
 	MaxBodyBytes int64
+	// BodyTimeout bounds the arrival of a body once its request holds a
+	// permit (408 after it).
+	BodyTimeout time.Duration
 }
 
 // Options configure a Server. Zero limits take the contract defaults.
@@ -83,6 +97,9 @@ type Options struct {
 	StoreState func() StoreState
 
 	Tokens         []Token // none = loopback clients only
+	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
+	// callback and client metadata document are served under /oauth/.
+	OAuth OAuthFlows
 	TrustedOrigins []string
 	// PublicURL is where clients reach the server (e.g. through a local
 	// reverse proxy); its host passes the DNS-rebinding check and its origin
@@ -127,6 +144,7 @@ type serverMetrics struct {
 	httpRequests *prometheus.CounterVec
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
+	bodyTimeouts prometheus.Counter
 }
 
 // New builds a Server: tool definitions and schemas are built here, once.
@@ -155,6 +173,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if r.MaxBodyBytes <= 0 {
 		r.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if r.BodyTimeout <= 0 {
+		r.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = DefaultMaxInlineBytes
@@ -186,7 +207,7 @@ func New(opts Options) (*Server, error) {
 		if t.Value == "" {
 			return nil, fmt.Errorf("server: token %q is empty", t.Name)
 		}
-		s.tokens = append(s.tokens, tokenEntry{name: t.Name, hash: sha256.Sum256([]byte(t.Value))})
+		s.tokens = append(s.tokens, tokenEntry{name: t.Name, operator: t.Operator, hash: sha256.Sum256([]byte(t.Value))})
 	}
 	var err error
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
@@ -205,7 +226,10 @@ func New(opts Options) (*Server, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"tool"}),
 	}
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration} {
+	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
+	})
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.bodyTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}
