@@ -483,3 +483,26 @@ func (l *Lease) Release() {
 
 // errLeaseUsed is returned by a second Run.
 var errLeaseUsed = errors.New("supervisor: an executor lease may execute only once, and not after Release")
+
+// Alive reports whether the pool's own loop — the forking thread every
+// child starts from — answers within ctx. It takes no slot and spawns
+// nothing, so a pool whose slots are all busy is alive; a closed pool is not.
+// The systemd watchdog is pinged only while this holds.
+func (p *Pool) Alive(ctx context.Context) bool {
+	if !p.enter() {
+		return false
+	}
+	defer p.wg.Done()
+	answered := make(chan struct{})
+	select {
+	case p.forks <- func() { close(answered) }:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-answered:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
