@@ -227,6 +227,7 @@ func (c *connector) connect(ctx context.Context) (*liveSession, error) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			c.invalidateCatalog()
 		},
+		ProgressNotificationHandler: c.g.progress.deliver,
 		// Mid-call input is unsupported (input_required_unsupported), so the
 		// SDK must hand input-required results back instead of answering them.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
