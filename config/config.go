@@ -51,7 +51,10 @@ type Token struct {
 	// Reference is the token's configured text (e.g.
 	// "${credential:connecta-token}"), safe to show.
 	Reference string
-	Line      int
+	// Operator: this token's caller may force a new downstream OAuth
+	// authorization over a working grant.
+	Operator bool
+	Line     int
 }
 
 // Requests is the /mcp request admission (a global FIFO before auth) and the
@@ -62,6 +65,10 @@ type Requests struct {
 	QueueTimeout time.Duration
 	RetryAfter   time.Duration
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// it holds a permit (408 after it); below QueueTimeout, so a queued
+	// caller waits at most this long behind slow senders.
+	BodyTimeout time.Duration
 }
 
 // Executor configures the sandbox pool (supervisor).
@@ -69,7 +76,9 @@ type Executor struct {
 	Concurrency       int // slots
 	MaxQueueSize      int // 0 = fail fast when every slot is busy
 	QueueTimeout      time.Duration
-	Spares            int           // warm children kept ready
+	Spares            int           // warm children kept ready at least; 0 = none
+	MaxSpares         int           // grown toward demand (after a miss) up to this; ≥ Spares
+	SpareIdle         time.Duration // a spare above Spares unused this long is discarded
 	Timeout           time.Duration // wall deadline per program (X1)
 	CPUTime           time.Duration // guest CPU per program
 	MemoryLimitBytes  int64
@@ -133,7 +142,14 @@ type Connector struct {
 	Command []string // only for stdio: argv, Command[0] is the program
 	Env     []EnvVar // only with Command, in file order; the child's whole environment; unresolved ones are left out (see Missing)
 
-	MaxConcurrency   int
+	// OAuth is set for `oauth: {}` (downstream OAuth; url connectors only).
+	OAuth *OAuth
+
+	MaxConcurrency int
+	// SharedSession (url connectors only) is the operator's statement that
+	// the downstream is stateless: every execution and top-level call
+	// shares one MCP session instead of opening its own (P4).
+	SharedSession    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 
@@ -147,6 +163,15 @@ type Connector struct {
 	Secrets []Secret
 
 	Line int // line of the connector's entry
+}
+
+// OAuth is a connector's downstream OAuth client configuration; all fields
+// optional (the client is then found by metadata document or dynamic
+// registration, and the scopes from the downstream).
+type OAuth struct {
+	ClientID     string
+	ClientSecret Secret // resolved from a secret reference; zero when unset
+	Scopes       []string
 }
 
 // Header is one HTTP header sent to a remote connector.
@@ -184,11 +209,14 @@ const (
 	DefaultRequestsQueueTimeout = 5000 * time.Millisecond
 	DefaultRequestsRetryAfter   = 1000 * time.Millisecond
 	DefaultRequestsMaxBodyBytes = 10 << 20 // 10,485,760
+	DefaultRequestsBodyTimeout  = 2000 * time.Millisecond
 
 	DefaultExecutorConcurrency       = 2
 	DefaultExecutorMaxQueueSize      = 32
 	DefaultExecutorQueueTimeout      = 5000 * time.Millisecond
 	DefaultExecutorSpares            = 2
+	DefaultExecutorMaxSpares         = 8 // raised to spares when only spares is set above it
+	DefaultExecutorSpareIdle         = 30000 * time.Millisecond
 	DefaultExecutorTimeout           = 30000 * time.Millisecond
 	DefaultExecutorCPUTime           = 250 * time.Millisecond
 	DefaultExecutorMemoryLimitBytes  = 64 << 20 // 67,108,864
@@ -236,12 +264,15 @@ func defaults() *Config {
 			QueueTimeout: DefaultRequestsQueueTimeout,
 			RetryAfter:   DefaultRequestsRetryAfter,
 			MaxBodyBytes: DefaultRequestsMaxBodyBytes,
+			BodyTimeout:  DefaultRequestsBodyTimeout,
 		},
 		Executor: Executor{
 			Concurrency:       DefaultExecutorConcurrency,
 			MaxQueueSize:      DefaultExecutorMaxQueueSize,
 			QueueTimeout:      DefaultExecutorQueueTimeout,
 			Spares:            DefaultExecutorSpares,
+			MaxSpares:         DefaultExecutorMaxSpares,
+			SpareIdle:         DefaultExecutorSpareIdle,
 			Timeout:           DefaultExecutorTimeout,
 			CPUTime:           DefaultExecutorCPUTime,
 			MemoryLimitBytes:  DefaultExecutorMemoryLimitBytes,

@@ -157,9 +157,9 @@ func TestDefaults_AsPinned(t *testing.T) {
 		File:   "empty.yaml",
 		Listen: "127.0.0.1:8787",
 		Requests: Requests{MaxActive: 16, MaxQueue: 32, QueueTimeout: 5 * time.Second,
-			RetryAfter: time.Second, MaxBodyBytes: 10485760},
+			RetryAfter: time.Second, MaxBodyBytes: 10485760, BodyTimeout: 2 * time.Second},
 		Executor: Executor{Concurrency: 2, MaxQueueSize: 32, QueueTimeout: 5 * time.Second, Spares: 2,
-			Timeout: 30 * time.Second, CPUTime: 250 * time.Millisecond, MemoryLimitBytes: 67108864,
+			MaxSpares: 8, SpareIdle: 30 * time.Second, Timeout: 30 * time.Second, CPUTime: 250 * time.Millisecond, MemoryLimitBytes: 67108864,
 			MaxStackSizeBytes: 1048576},
 		Execute:  Execute{MaxHostCalls: 20, HostCallTimeout: 15 * time.Second, MaxEmittedBytes: 4000000, MaxEmittedBlocks: 32},
 		Catalog:  Catalog{TTL: 300 * time.Second},
@@ -174,12 +174,14 @@ func TestDefaults_AsPinned(t *testing.T) {
 	explicit := `
 listen: 127.0.0.1:8787
 publicUrl: ""
-requests: {maxActive: 16, maxQueue: 32, queueTimeoutMs: 5000, retryAfterMs: 1000, maxBodyBytes: 10485760}
+requests: {maxActive: 16, maxQueue: 32, queueTimeoutMs: 5000, retryAfterMs: 1000, maxBodyBytes: 10485760, bodyTimeoutMs: 2000}
 executor:
   concurrency: 2
   maxQueueSize: 32
   queueTimeoutMs: 5000
   spares: 2
+  maxSpares: 8
+  spareIdleMs: 30000
   timeoutMs: 30000
   cpuTimeMs: 250
   memoryLimitBytes: 67108864
@@ -657,5 +659,39 @@ func TestFileBounds_ReadNoFurther(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot read "+big+": file too large: more than 65536 bytes") ||
 		!strings.Contains(err.Error(), "guideFile: cannot read "+big+": file too large: more than 262144 bytes") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestExecutorSpares: spares is the minimum (0 = none), maxSpares bounds the
+// growth toward demand and may not be below it; raising only spares lifts
+// the default maximum with it.
+func TestExecutorSpares(t *testing.T) {
+	for _, tc := range []struct {
+		yaml          string
+		spares, max   int
+		idle          time.Duration
+		wantErrSubstr string
+	}{
+		{yaml: "executor: {spares: 0}", spares: 0, max: 8, idle: 30 * time.Second},
+		{yaml: "executor: {spares: 0, maxSpares: 0}", spares: 0, max: 0, idle: 30 * time.Second},
+		{yaml: "executor: {spares: 12}", spares: 12, max: 12, idle: 30 * time.Second},
+		{yaml: "executor: {spares: 1, maxSpares: 4, spareIdleMs: 500}", spares: 1, max: 4, idle: 500 * time.Millisecond},
+		{yaml: "executor: {spares: 4, maxSpares: 2}", wantErrSubstr: "executor.maxSpares: 2 is below executor.spares (4)"},
+		{yaml: "executor: {spareIdleMs: 0}", wantErrSubstr: "executor.spareIdleMs: 0 is out of range"},
+	} {
+		cfg, err := Parse("spares.yaml", []byte(tc.yaml), testResolver())
+		if tc.wantErrSubstr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErrSubstr) {
+				t.Errorf("%s: error %v, want %q", tc.yaml, err, tc.wantErrSubstr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.yaml, err)
+			continue
+		}
+		if x := cfg.Executor; x.Spares != tc.spares || x.MaxSpares != tc.max || x.SpareIdle != tc.idle {
+			t.Errorf("%s: spares %d, maxSpares %d, spareIdle %v", tc.yaml, x.Spares, x.MaxSpares, x.SpareIdle)
+		}
 	}
 }

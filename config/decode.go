@@ -326,6 +326,15 @@ func (d *decoder) str(n *yaml.Node, field string) (string, bool) {
 	return n.Value, true
 }
 
+func (d *decoder) boolean(n *yaml.Node, field string) (bool, bool) {
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		d.fail(n, field, "expected true or false, got %s", kindName(n))
+		return false, false
+	}
+	return v, true
+}
+
 func (d *decoder) integer(n *yaml.Node, field string, lo, hi int64) (int64, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		d.fail(n, field, "expected an integer, got %s", kindName(n))
@@ -445,7 +454,18 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
 			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
 			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
-		}, nil, nil)
+			{"bodyTimeoutMs", 1, maxWaitMs, msInto(&r.BodyTimeout)},
+		}, nil, func(fs map[string]entry) {
+			// A caller queued behind slow senders must get a permit before
+			// its own queue wait ends.
+			if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {
+				n, which := e.val, " (the default)"
+				if be, ok := fs["bodyTimeoutMs"]; ok {
+					n, which = be.val, ""
+				}
+				d.fail(n, "requests.bodyTimeoutMs", "%d%s must be below requests.queueTimeoutMs (%d)", r.BodyTimeout.Milliseconds(), which, r.QueueTimeout.Milliseconds())
+			}
+		})
 	}
 	if e, ok := fs["executor"]; ok {
 		x := &c.Executor
@@ -454,6 +474,8 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"maxQueueSize", 0, maxQueue, intInto(&x.MaxQueueSize)},
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&x.QueueTimeout)},
 			{"spares", 0, 64, intInto(&x.Spares)},
+			{"maxSpares", 0, 64, intInto(&x.MaxSpares)},
+			{"spareIdleMs", 1, maxMs, msInto(&x.SpareIdle)},
 			{"timeoutMs", 1, maxMs, msInto(&x.Timeout)},
 			{"cpuTimeMs", 1, maxMs, msInto(&x.CPUTime)},
 			{"memoryLimitBytes", 1 << 20, 4 * gib, i64Into(&x.MemoryLimitBytes)},
@@ -462,6 +484,13 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			if e, ok := fs["cacheDir"]; ok {
 				if s, ok := d.path(e.val, "executor.cacheDir"); ok {
 					x.CacheDir = s
+				}
+			}
+			if x.MaxSpares < x.Spares {
+				if se, ok := fs["maxSpares"]; ok {
+					d.fail(se.val, "executor.maxSpares", "%d is below executor.spares (%d)", x.MaxSpares, x.Spares)
+				} else {
+					x.MaxSpares = x.Spares // only spares was raised: no growth above it
 				}
 			}
 			if x.MaxStackSizeBytes > x.MemoryLimitBytes {
@@ -516,6 +545,12 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 	}
 	if e, ok := fs["connectors"]; ok {
 		d.connectors(e.val, c)
+		for i := range c.Connectors {
+			if c.Connectors[i].OAuth != nil && c.PublicURL == "" {
+				d.fail(&yaml.Node{Line: c.Connectors[i].Line, Column: 1}, fmt.Sprintf("connectors[%d].oauth", i),
+					"needs publicUrl: the authorization server sends the browser back to {publicUrl}/oauth/callback/%s", c.Connectors[i].ID)
+			}
+		}
 	}
 	if listenNode != nil && !tokensGiven && !isLoopbackListen(c.Listen) {
 		d.fail(listenNode, "listen", "%q is not a loopback address and auth.tokens is empty: add a token, or listen on 127.0.0.1", clip(c.Listen))
@@ -560,11 +595,18 @@ func (d *decoder) auth(n *yaml.Node, c *Config) bool {
 	seen := map[string]string{}
 	for i, item := range e.val.Content {
 		path := fmt.Sprintf("auth.tokens[%d]", i)
-		tf, ok := d.fields(item, path, "name", "token")
+		tf, ok := d.fields(item, path, "name", "token", "operator")
 		if !ok {
 			continue
 		}
 		t := Token{Line: item.Line}
+		if oe, ok := tf["operator"]; ok {
+			if oe.val.Kind != yaml.ScalarNode || (oe.val.Value != "true" && oe.val.Value != "false") {
+				d.fail(oe.val, path+".operator", "expected true or false")
+			} else {
+				t.Operator = oe.val.Value == "true"
+			}
+		}
 		if ne, ok := tf["name"]; !ok {
 			d.fail(item, path+".name", "is required (the actor recorded in activity)")
 		} else if s, ok := d.str(ne.val, path+".name"); ok {
@@ -621,7 +663,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) bool {
 	return len(e.val.Content) > 0
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -736,9 +778,31 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			d.env(e.val, path+".env", &c)
 		}
 	}
+	if e, ok := fs["oauth"]; ok {
+		if _, isURL := fs["url"]; !isURL {
+			d.fail(e.key, path+".oauth", "applies only to url connectors (downstream OAuth is for remote MCP servers)")
+		} else {
+			d.oauth(e.val, path+".oauth", &c)
+			for _, h := range c.Headers {
+				if strings.EqualFold(h.Name, "Authorization") {
+					d.fail(e.key, path+".oauth", "and headers.Authorization are mutually exclusive: with oauth, connecta sends the grant's access token")
+				}
+			}
+		}
+	}
 	if e, ok := fs["maxConcurrency"]; ok {
 		if v, ok := d.integer(e.val, path+".maxConcurrency", 1, 1024); ok {
 			c.MaxConcurrency = int(v)
+		}
+	}
+	if e, ok := fs["sharedSession"]; ok {
+		if v, ok := d.boolean(e.val, path+".sharedSession"); ok {
+			switch {
+			case v && c.URL == "" && len(kinds) == 1:
+				d.fail(e.key, path+".sharedSession", "applies only to url connectors (a stdio or builtin connector is always one shared session)")
+			default:
+				c.SharedSession = v
+			}
 		}
 	}
 	roLines := map[string]int{}
@@ -812,6 +876,58 @@ func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
 		d.fail(node, field, "the guide is not valid UTF-8")
 	default:
 		c.Guide = strings.TrimSpace(text)
+	}
+}
+
+// oauth reads a connector's `oauth: {}` or `{clientId, clientSecret,
+// scopes}`. The downstream's own Authorization header is then connecta's
+// to set, so a configured one is refused.
+func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
+	o := &OAuth{}
+	c.OAuth = o
+	if isNull(n) {
+		return
+	}
+	fs, ok := d.fields(n, path, "clientId", "clientSecret", "scopes")
+	if !ok {
+		return
+	}
+	if e, ok := fs["clientId"]; ok {
+		if s, ok := d.str(e.val, path+".clientId"); ok {
+			if s == "" || hasControl(s) || strings.Contains(s, "${") {
+				d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
+			} else {
+				o.ClientID = s
+			}
+		}
+	}
+	if e, ok := fs["clientSecret"]; ok {
+		if _, hasID := fs["clientId"]; !hasID {
+			d.fail(e.key, path+".clientSecret", "needs clientId")
+		} else if raw, ok := d.str(e.val, path+".clientSecret"); ok {
+			segs, err := parseTemplate(raw)
+			switch {
+			case err != nil:
+				d.fail(e.val, path+".clientSecret", "%s", err)
+			case !hasReference(segs):
+				d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
+			default:
+				if value, ok := d.resolveConnectorValue(segs, e.val, path+".clientSecret", c, hasControl); ok {
+					o.ClientSecret = NewSecret(value)
+				}
+			}
+		}
+	}
+	if e, ok := fs["scopes"]; ok {
+		if list, ok := d.strList(e.val, path+".scopes"); ok {
+			for _, s := range list {
+				if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
+					d.fail(e.val, path+".scopes", "%q is not a scope token", clip(s))
+					return
+				}
+			}
+			o.Scopes = list
+		}
 	}
 }
 

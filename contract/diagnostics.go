@@ -1,10 +1,13 @@
 package contract
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Operation names (R8: fixed names only). emit is not an operation: it
@@ -76,36 +79,23 @@ func (d *diagnostics) json(emittedCount, emittedBytes int) []byte {
 		catalog += a.catalog
 		conn += a.conn
 	}
-	timing := newObject()
-	for _, kv := range []struct {
-		k string
-		v float64
-	}{
-		{"totalMs", d.totalMs}, {"admissionMs", d.admissionMs}, {"setupMs", d.setupMs},
-		{"executorWallMs", d.executorWallMs}, {"catalogMs", ms(catalog)}, {"connectorMs", ms(conn)},
-	} {
-		timing.key(kv.k)
-		timing.b = appendMs(timing.b, kv.v)
+	// Milliseconds are written as JavaScript writes numbers (appendMs).
+	msv := func(v float64) json.RawMessage { return appendMs(nil, v) }
+	timing := jstext.Object{
+		{Key: "totalMs", Value: msv(d.totalMs)}, {Key: "admissionMs", Value: msv(d.admissionMs)}, {Key: "setupMs", Value: msv(d.setupMs)},
+		{Key: "executorWallMs", Value: msv(d.executorWallMs)}, {Key: "catalogMs", Value: msv(ms(catalog))}, {Key: "connectorMs", Value: msv(ms(conn))},
 	}
-	ops := []byte{'['}
-	for i, a := range d.ops {
-		if i > 0 {
-			ops = append(ops, ',')
-		}
-		o := newObject().str("operation", a.name).num("count", a.count).num("failures", a.failures)
-		o.key("durationMs")
-		o.b = appendMs(o.b, ms(a.duration))
-		o.num("resultBytes", a.resultBytes)
-		o.key("catalogMs")
-		o.b = appendMs(o.b, ms(a.catalog))
-		o.key("connectorMs")
-		o.b = appendMs(o.b, ms(a.conn))
-		ops = append(ops, o.bytes()...)
+	ops := make([]jstext.Object, 0, len(d.ops))
+	for _, a := range d.ops {
+		ops = append(ops, jstext.Object{
+			{Key: "operation", Value: a.name}, {Key: "count", Value: a.count}, {Key: "failures", Value: a.failures},
+			{Key: "durationMs", Value: msv(ms(a.duration))}, {Key: "resultBytes", Value: a.resultBytes},
+			{Key: "catalogMs", Value: msv(ms(a.catalog))}, {Key: "connectorMs", Value: msv(ms(a.conn))},
+		})
 	}
-	ops = append(ops, ']')
-	out := newObject().raw("timing", timing.bytes()).raw("operations", ops)
+	out := jstext.Object{{Key: "timing", Value: timing}, {Key: "operations", Value: ops}}
 	if emittedCount > 0 {
-		out.raw("emitted", newObject().num("count", int64(emittedCount)).num("bytes", int64(emittedBytes)).bytes())
+		out = append(out, jstext.Field{Key: "emitted", Value: jstext.Object{{Key: "count", Value: emittedCount}, {Key: "bytes", Value: emittedBytes}}})
 	}
-	return out.bytes()
+	return objectJSON(out)
 }

@@ -108,7 +108,7 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 	var extra []string
 	for _, k := range keys {
 		if !contains(want, k) {
-			extra = append(extra, jsonQuote(jstext.Clamp(k, 64)))
+			extra = append(extra, jstext.Quote(jstext.Clamp(k, 64)))
 		}
 	}
 	if len(extra) > 0 {
@@ -167,8 +167,6 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-func jsonQuote(s string) string { return string(jstext.AppendQuote(nil, s)) }
 
 func clipRaw(b []byte, n int) []byte {
 	if len(b) <= n {

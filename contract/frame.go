@@ -25,7 +25,7 @@ func newSecret() (string, error) {
 // clipMessage bounds a failure message so that its JSON serialization,
 // quotes and the … marker included, is at most max UTF-16 units (E1).
 func clipMessage(msg string, max int) string {
-	if jstext.Len(jsonQuote(msg)) <= max {
+	if jstext.Len(jstext.Quote(msg)) <= max {
 		return msg
 	}
 	room := max - 2 - 1 // quotes and the marker

@@ -144,7 +144,7 @@ func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time
 	}
 	if len(value) > MaxHostPayloadBytes {
 		h.diag.record(opCall, true, time.Since(start), catalog, conn, 0)
-		return nil, overBound("connecta.call(" + jsonQuote(jstext.Clamp(address, jstext.MaxAddressBytes)) + ")")
+		return nil, overBound("connecta.call(" + jstext.Quote(jstext.Clamp(address, jstext.MaxAddressBytes)) + ")")
 	}
 	h.diag.record(opCall, false, time.Since(start), catalog, conn, len(value))
 	return value, nil

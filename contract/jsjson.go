@@ -1,37 +1,23 @@
 package contract
 
 import (
-	"strconv"
+	"encoding/json"
 
 	"github.com/connecta-dev/connecta/jstext"
 )
 
-// JSON as JavaScript's JSON.stringify writes it (jstext does the escaping):
-// the text and the structuredContent a model sees, keys in insertion order.
+// JSON the model reads is written by jstext, the one writer (see
+// docs/DECISIONS.md "JSON the model reads").
 
-// object writes one JSON object with keys in call order.
-type object struct{ b []byte }
-
-func newObject() *object { return &object{b: []byte{'{'}} }
-
-func (o *object) key(k string) {
-	if len(o.b) > 1 {
-		o.b = append(o.b, ',')
+// objectJSON writes o. It cannot fail: contract objects hold only strings,
+// integers, booleans and raw JSON.
+func objectJSON(o jstext.Object) []byte {
+	b, err := o.MarshalJSON()
+	if err != nil {
+		panic("contract: " + err.Error())
 	}
-	o.b = jstext.AppendQuote(o.b, k)
-	o.b = append(o.b, ':')
+	return b
 }
 
-func (o *object) raw(k string, v []byte) *object { o.key(k); o.b = append(o.b, v...); return o }
-func (o *object) str(k, v string) *object        { o.key(k); o.b = jstext.AppendQuote(o.b, v); return o }
-func (o *object) num(k string, v int64) *object {
-	o.key(k)
-	o.b = strconv.AppendInt(o.b, v, 10)
-	return o
-}
-func (o *object) boolean(k string, v bool) *object {
-	o.key(k)
-	o.b = strconv.AppendBool(o.b, v)
-	return o
-}
-func (o *object) bytes() []byte { return append(o.b, '}') }
+// raw wraps already-serialized JSON as an Object value.
+func raw(b []byte) json.RawMessage { return json.RawMessage(b) }

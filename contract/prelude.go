@@ -1,6 +1,10 @@
 package contract
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/connecta-dev/connecta/jstext"
+)
 
 // preludeSource is the trusted prelude (X11, E1, S8). It runs after the
 // engine defines the raw `connecta` provider and before the program, and:
@@ -92,7 +96,7 @@ func Prelude(secret string) string {
 	var b strings.Builder
 	b.Grow(len(preludeSource) + 80)
 	b.WriteString(preludeSource)
-	b.WriteString(jsonQuote(framePrefix(secret)))
+	b.WriteString(jstext.Quote(framePrefix(secret)))
 	b.WriteString(");\n")
 	return b.String()
 }

@@ -55,25 +55,25 @@ func (r *reply) toolResult() *mcp.CallToolResult {
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}
 	case r.untyped != nil:
-		obj := newObject().str("code", string(gateway.CodeExecutorFailed)).str("message", *r.untyped).boolean("retryable", false).bytes()
+		obj := objectJSON(jstext.Object{{Key: "code", Value: gateway.CodeExecutorFailed}, {Key: "message", Value: *r.untyped}, {Key: "retryable", Value: false}})
 		return r.failure(obj)
 	case r.errObject != nil:
 		return r.failure(r.errObject)
 	}
-	o := newObject()
+	var o jstext.Object
 	if r.hasResult {
-		o.raw("result", r.result)
+		o = append(o, jstext.Field{Key: "result", Value: raw(r.result)})
 	}
 	if len(r.emitted) > 0 {
-		o.num("emitted", int64(len(r.emitted)))
+		o = append(o, jstext.Field{Key: "emitted", Value: len(r.emitted)})
 	}
 	if r.logs != "" {
-		o.str("logs", r.logs)
+		o = append(o, jstext.Field{Key: "logs", Value: r.logs})
 	}
 	if r.diag != nil {
-		o.raw("diagnostics", r.diag)
+		o = append(o, jstext.Field{Key: "diagnostics", Value: raw(r.diag)})
 	}
-	text := o.bytes()
+	text := objectJSON(o)
 	content := make([]mcp.Content, 0, 1+len(r.emitted))
 	content = append(content, &mcp.TextContent{Text: string(text)})
 	content = append(content, r.emitted...)
@@ -81,17 +81,17 @@ func (r *reply) toolResult() *mcp.CallToolResult {
 }
 
 func (r *reply) failure(errObject []byte) *mcp.CallToolResult {
-	o := newObject().raw("error", errObject)
+	o := jstext.Object{{Key: "error", Value: raw(errObject)}}
 	if r.logs != "" {
-		o.str("logs", r.logs)
+		o = append(o, jstext.Field{Key: "logs", Value: r.logs})
 	}
 	if r.discarded > 0 {
-		o.num("emittedDiscarded", int64(r.discarded))
+		o = append(o, jstext.Field{Key: "emittedDiscarded", Value: r.discarded})
 	}
 	if r.diag != nil {
-		o.raw("diagnostics", r.diag)
+		o = append(o, jstext.Field{Key: "diagnostics", Value: raw(r.diag)})
 	}
-	text := o.bytes()
+	text := objectJSON(o)
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},

@@ -31,7 +31,7 @@ func TestE1_MessageClippedTo2000SerializedChars(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := clipMessage(c.msg, MaxFrameMessageChars)
-			n := jstext.Len(jsonQuote(got))
+			n := jstext.Len(jstext.Quote(got))
 			if n > MaxFrameMessageChars {
 				t.Fatalf("serialized %d > %d", n, MaxFrameMessageChars)
 			}

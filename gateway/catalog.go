@@ -65,6 +65,7 @@ func (c *connector) catalog(ctx context.Context, operation string) (*catalogEntr
 
 func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 	if c.spec.MissingCredential != "" {
+		c.recordFailure(CodeAuthRequired) // the use failed: health says so
 		return nil, &failure{code: CodeAuthRequired, missingCredential: true}
 	}
 	c.mu.Lock()

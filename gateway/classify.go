@@ -14,6 +14,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,8 +28,10 @@ type failure struct {
 	retryable         bool
 	retryAfterMs      *int64
 	host, errno       string // unavailable details
+	component         string // unavailable details: "store" when the store failed
 	status            int    // HTTP status when one was seen
 	missingCredential bool
+	oauth             bool // the OAuth layer refused (its message says why)
 }
 
 func (f *failure) Error() string { return string(f.code) + ": " + f.message }
@@ -79,6 +82,9 @@ func isRPCError(err error) bool {
 func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot) *failure {
 	var f *failure
 	if errors.As(err, &f) {
+		return f
+	}
+	if f := oauthFailure(err, ex); f != nil {
 		return f
 	}
 	if ctx.Err() != nil {
@@ -153,6 +159,21 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 	return &failure{code: CodeConnectorCallFailed, message: text, retryable: looksRetryable(text)}
 }
 
+// oauthFailure maps the OAuth transport's refusal (recorded as the
+// exchange's transport error, or returned through the SDK) onto E2:
+// auth_required with its message, or unavailable naming the server (or
+// the store) that could not be reached.
+func oauthFailure(err error, ex exchangeSnapshot) *failure {
+	var oe *oauth.Error
+	if !errors.As(ex.transport, &oe) && !errors.As(err, &oe) {
+		return nil
+	}
+	if oe.Code == oauth.CodeUnavailable {
+		return &failure{code: CodeUnavailable, retryable: true, host: oe.Host, component: oe.Component, message: oe.Message}
+	}
+	return &failure{code: CodeAuthRequired, oauth: true, message: oe.Message}
+}
+
 // boundText clamps downstream or SDK prose and strips the configured URL
 // (which may carry a credential in its query) down to its origin.
 func (c *connector) boundText(s string) string {
@@ -166,6 +187,9 @@ func (c *connector) boundText(s string) string {
 // credential an operator can set, otherwise unavailable.
 func (c *connector) authRecovery() string {
 	s := c.spec
+	if s.OAuth {
+		return "oauth"
+	}
 	if s.MissingCredential != "" || len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0) {
 		return "operator_config"
 	}
@@ -177,9 +201,14 @@ func (c *connector) authRecovery() string {
 func (c *connector) authError(f *failure, operation string) *Error {
 	id := c.spec.ID
 	var msg string
-	if f.missingCredential {
+	switch {
+	case f.oauth:
+		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
+	case c.spec.OAuth:
+		msg = fmt.Sprintf("Connector %q refused the OAuth access token (%s) even after a refresh. Call authorize_connector({ connector: %q }).", id, f.message, id)
+	case f.missingCredential:
 		msg = fmt.Sprintf("Connector %q has no usable credential: the operator must provide %s. Call authorize_connector({ connector: %q }).", id, c.spec.MissingCredential, id)
-	} else {
+	default:
 		msg = fmt.Sprintf("Connector %q rejected the credential (%s). Call authorize_connector({ connector: %q }).", id, f.message, id)
 	}
 	op := jstext.Clamp(operation, jstext.MaxEchoBytes)
@@ -188,15 +217,15 @@ func (c *connector) authError(f *failure, operation string) *Error {
 		Message:   msg,
 		Retryable: false,
 		Details: []Field{
-			{"connector", id},
-			{"operation", op},
-			{"recovery", c.authRecovery()},
-			{"nextAction", Object{
-				{"tool", "authorize_connector"},
-				{"arguments", Object{{"connector", id}}},
-				{"operatorHandoff", "Give the instructions it returns to the operator."},
+			{Key: "connector", Value: id},
+			{Key: "operation", Value: op},
+			{Key: "recovery", Value: c.authRecovery()},
+			{Key: "nextAction", Value: Object{
+				{Key: "tool", Value: "authorize_connector"},
+				{Key: "arguments", Value: Object{{Key: "connector", Value: id}}},
+				{Key: "operatorHandoff", Value: "Give the instructions it returns to the operator."},
 			}},
-			{"retry", "Retry " + op + " after the operator completes recovery."},
+			{Key: "retry", Value: "Retry " + op + " after the operator completes recovery."},
 		},
 	}
 }
@@ -242,13 +271,16 @@ func (c *connector) callError(f *failure, address string, timeout time.Duration)
 		// JS, overwrite) the branch field.
 		var transport Object
 		if f.host != "" {
-			transport = append(transport, Field{"host", f.host})
+			transport = append(transport, Field{Key: "host", Value: f.host})
 		}
 		if f.errno != "" {
-			transport = append(transport, Field{"code", f.errno})
+			transport = append(transport, Field{Key: "code", Value: f.errno})
+		}
+		if f.component != "" {
+			transport = append(transport, Field{Key: "component", Value: f.component})
 		}
 		if len(transport) > 0 {
-			e.Details = append(e.Details, Field{"details", transport})
+			e.Details = append(e.Details, Field{Key: "details", Value: transport})
 		}
 		return e
 	case CodeInvalidArgs:
@@ -274,10 +306,10 @@ func cancelledError() *Error {
 // args echoed whole only when their JSON fits MaxArgsEchoBytes.
 func destructiveRefusal(t *Tool, args []byte, echo bool) *Error {
 	address := t.Address()
-	arguments := Object{{"address", address}}
+	arguments := Object{{Key: "address", Value: address}}
 	purpose := "Ask the MCP host to approve this consequential call. Add a short reason for the human reviewer."
 	if echo && len(args) <= MaxArgsEchoBytes {
-		arguments = append(arguments, Field{"args", rawOrEmpty(args)})
+		arguments = append(arguments, Field{Key: "args", Value: rawOrEmpty(args)})
 	} else {
 		purpose += " The arguments were too large to echo: re-send them in full."
 	}
@@ -285,10 +317,10 @@ func destructiveRefusal(t *Tool, args []byte, echo bool) *Error {
 		Code:      CodeDestructiveNeedsApproval,
 		Message:   fmt.Sprintf("Tool %q is not explicitly read-only. Invoke it through call_destructive_tool so the MCP host can request explicit approval.", address),
 		Retryable: false,
-		Details: []Field{{"nextAction", Object{
-			{"tool", "call_destructive_tool"},
-			{"arguments", arguments},
-			{"purpose", purpose},
+		Details: []Field{{Key: "nextAction", Value: Object{
+			{Key: "tool", Value: "call_destructive_tool"},
+			{Key: "arguments", Value: arguments},
+			{Key: "purpose", Value: purpose},
 		}}},
 	}
 }
@@ -305,11 +337,11 @@ func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total in
 	for _, f := range findings {
 		// validate bounds each field (in UTF-16 units) and says when it cut.
 		truncated = truncated || f.Clipped
-		issues = append(issues, Object{{"path", f.Path}, {"code", f.Code}, {"expected", f.Expected}})
+		issues = append(issues, Object{{Key: "path", Value: f.Path}, {Key: "code", Value: f.Code}, {Key: "expected", Value: f.Expected}})
 	}
-	validation := Object{{"issues", issues}}
+	validation := Object{{Key: "issues", Value: issues}}
 	if truncated {
-		validation = append(validation, Field{"truncated", true})
+		validation = append(validation, Field{Key: "truncated", Value: true})
 	}
 	address := t.Address()
 	summary := "the arguments do not match the tool's input schema"
@@ -322,11 +354,11 @@ func invalidArgs(front FrontDoor, t *Tool, findings []validate.Finding, total in
 		Message:   fmt.Sprintf("Invalid arguments for %s: %s.", address, summary),
 		Retryable: false,
 		Details: []Field{
-			{"validation", validation},
-			{"connector", t.ConnectorID},
-			{"operation", address},
-			{"nextAction", SearchNextAction(front, jstext.Clamp(t.Name, jstext.MaxEchoBytes), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
-			{"retry", "Correct the listed arguments and retry " + address + "."},
+			{Key: "validation", Value: validation},
+			{Key: "connector", Value: t.ConnectorID},
+			{Key: "operation", Value: address},
+			{Key: "nextAction", Value: SearchNextAction(front, jstext.Clamp(t.Name, jstext.MaxEchoBytes), t.ConnectorID, "Inspect the current input shape if the validation findings are not sufficient.")},
+			{Key: "retry", Value: "Correct the listed arguments and retry " + address + "."},
 		},
 	}
 }

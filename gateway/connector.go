@@ -97,6 +97,12 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		if g.opts.HTTPClient != nil && g.opts.HTTPClient.Transport != nil {
 			base = g.opts.HTTPClient.Transport
 		}
+		if spec.OAuth {
+			if g.opts.OAuth == nil {
+				return nil, fmt.Errorf("oauth is set but the gateway has no OAuth transport")
+			}
+			base = g.opts.OAuth.Transport(spec.ID, base)
+		}
 		c.http = &http.Client{
 			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
 			// Redirects are not followed: a redirect could carry the
@@ -108,6 +114,9 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		kinds++
 		c.kind = kindStdio
 		c.stderr = newTailBuffer(StderrTailBytes, spec.Secrets)
+	}
+	if spec.OAuth && spec.URL == "" {
+		return nil, fmt.Errorf("oauth applies only to url connectors")
 	}
 	if spec.InProcess != nil {
 		kinds++
@@ -183,7 +192,7 @@ func (c *connector) session(ctx context.Context) (*liveSession, error) {
 			}
 		}
 	}
-	ls, err := c.connect(ctx)
+	ls, err := c.connect(ctx, false)
 	c.mu.Lock()
 	if err != nil {
 		if c.kind == kindStdio && ctx.Err() == nil {
@@ -220,7 +229,10 @@ func stdioBackoff(n int) time.Duration {
 	return min(d, stdioRestartBackoffMax)
 }
 
-func (c *connector) connect(ctx context.Context) (*liveSession, error) {
+// connect opens a session. A scoped one (P4) opens no standalone SSE
+// stream: it lives for one execution or call, and the connector's own
+// session hears list changes.
+func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "connecta", Version: c.g.opts.Version}, &mcp.ClientOptions{
 		Logger:       c.logger,
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
@@ -236,7 +248,7 @@ func (c *connector) connect(ctx context.Context) (*liveSession, error) {
 	var transport mcp.Transport
 	switch c.kind {
 	case kindHTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: c.spec.URL, HTTPClient: c.http}
+		transport = &mcp.StreamableClientTransport{Endpoint: c.spec.URL, HTTPClient: c.http, DisableStandaloneSSE: scoped}
 	case kindStdio:
 		proc, err := c.startStdio(ctx)
 		if err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+
 	"github.com/connecta-dev/connecta/jstext"
 )
 
@@ -57,11 +58,13 @@ type Error struct {
 	Details []Field
 }
 
-// Field is one ordered key of an Error's details.
-type Field struct {
-	Key   string
-	Value any
-}
+// Field is one ordered key of an Error's details; Object is an ordered JSON
+// object usable inside Details. Both are jstext's, the one JSON writer for
+// what the model reads.
+type (
+	Field  = jstext.Field
+	Object = jstext.Object
+)
 
 func (e *Error) Error() string { return e.Message }
 
@@ -79,12 +82,12 @@ func (e *Error) Detail(key string) any {
 // that order, without HTML escaping.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	fields := make([]Field, 0, 4+len(e.Details))
-	fields = append(fields, Field{"code", e.Code}, Field{"message", e.Message}, Field{"retryable", e.Retryable})
+	fields = append(fields, Field{Key: "code", Value: e.Code}, Field{Key: "message", Value: e.Message}, Field{Key: "retryable", Value: e.Retryable})
 	if e.RetryAfterMs != nil {
-		fields = append(fields, Field{"retryAfterMs", *e.RetryAfterMs})
+		fields = append(fields, Field{Key: "retryAfterMs", Value: *e.RetryAfterMs})
 	}
 	fields = append(fields, e.Details...)
-	return MarshalOrdered(fields)
+	return jstext.Object(fields).MarshalJSON()
 }
 
 // Object is the `error` object both front doors show the model: a
@@ -102,41 +105,4 @@ func (e *Error) Object() json.RawMessage {
 // Errorf builds an Error with no details.
 func Errorf(code Code, retryable bool, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryable}
-}
-
-// MarshalOrdered writes fields as one JSON object in the given order, with
-// HTML escaping off (PITFALLS: JSON fidelity).
-func MarshalOrdered(fields []Field) ([]byte, error) {
-	buf := make([]byte, 0, 128)
-	buf = append(buf, '{')
-	for i, f := range fields {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		k, err := marshalNoEscape(f.Key)
-		if err != nil {
-			return nil, err
-		}
-		buf = append(buf, k...)
-		buf = append(buf, ':')
-		v, err := marshalNoEscape(f.Value)
-		if err != nil {
-			return nil, fmt.Errorf("field %q: %w", f.Key, err)
-		}
-		buf = append(buf, v...)
-	}
-	return append(buf, '}'), nil
-}
-
-// Object is an ordered JSON object value usable inside Details.
-type Object []Field
-
-// MarshalJSON keeps the field order.
-func (o Object) MarshalJSON() ([]byte, error) { return MarshalOrdered(o) }
-
-func marshalNoEscape(v any) ([]byte, error) {
-	if raw, ok := v.(json.RawMessage); ok {
-		return raw, nil
-	}
-	return jstext.Marshal(v)
 }

@@ -41,6 +41,10 @@ type ConnectorSpec struct {
 
 	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
 
+	// SharedSession (HTTP only): every scope shares the connector's one
+	// downstream session instead of opening its own (P4, scoped.go).
+	SharedSession bool
+
 	// Operator classification of tools the downstream leaves unannotated:
 	// ReadOnly makes a tool callable without approval, ApprovalRequired
 	// forces approval (and wins when a tool is in both lists: fail closed).
@@ -57,6 +61,18 @@ type ConnectorSpec struct {
 	CredentialRefs []string
 
 	InProcess func() *mcp.Server
+
+	// OAuth marks a URL connector whose requests carry a downstream OAuth
+	// grant (Options.OAuth supplies the transport); its auth failures
+	// recover through authorize_connector with recovery "oauth".
+	OAuth bool
+}
+
+// OAuthTransport wraps a connector's HTTP transport so that every request
+// carries the connector's OAuth access token (package oauth). Its failures
+// are *oauth.Error.
+type OAuthTransport interface {
+	Transport(connectorID string, base http.RoundTripper) http.RoundTripper
 }
 
 // Options configure a Gateway.
@@ -81,6 +97,8 @@ type Options struct {
 	// MaxCatalogBytes bounds one catalog's tool definitions across all its
 	// pages (optional); default MaxCatalogBytes.
 	MaxCatalogBytes int
+	// OAuth is required when a connector sets OAuth.
+	OAuth OAuthTransport
 }
 
 // Gateway is the connector registry and the one invocation path both front
@@ -174,6 +192,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.connectors[spec.ID] = c
 		g.order = append(g.order, spec.ID)
 	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
+			g.stop()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
 	g.forker = stdioshim.NewForker()
 	return g, nil
 }
@@ -261,9 +285,18 @@ func (g *Gateway) Health() []ConnectorHealth {
 	return out
 }
 
-// Authorize answers authorize_connector: which config key or credential the
-// operator must set (operator_config), or that there is nothing to set
-// (unavailable). Downstream OAuth is out of scope.
+// InvalidateCatalog drops a connector's cached catalog (after its OAuth
+// grant changed); unknown ids are ignored.
+func (g *Gateway) InvalidateCatalog(connectorID string) {
+	if c := g.connectors[connectorID]; c != nil {
+		c.invalidateCatalog()
+	}
+}
+
+// Authorize answers authorize_connector for connectors without OAuth (the
+// server asks package oauth for the others): which config key or credential
+// the operator must set (operator_config), or that there is nothing to set
+// (unavailable).
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
 	c := g.connectors[connectorID]
 	if c == nil {
@@ -273,29 +306,29 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 	switch {
 	case s.MissingCredential != "":
 		return Object{
-			{"connector", s.ID},
-			{"recovery", "operator_config"},
-			{"credential", Object{{"reference", s.MissingCredential}, {"configKey", c.credentialKey()}}},
-			{"instructions", fmt.Sprintf("The operator must provide %s (used by %s) and restart connecta; then retry the call. The credential is never passed through this tool.", s.MissingCredential, c.credentialKey())},
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "operator_config"},
+			{Key: "credential", Value: Object{{Key: "reference", Value: s.MissingCredential}, {Key: "configKey", Value: c.credentialKey()}}},
+			{Key: "instructions", Value: fmt.Sprintf("The operator must provide %s (used by %s) and restart connecta; then retry the call. The credential is never passed through this tool.", s.MissingCredential, c.credentialKey())},
 		}, nil
 	case len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0):
 		refs := slices.Clone(s.CredentialRefs)
 		sort.Strings(refs)
-		cred := Object{{"configKey", c.credentialKey()}}
+		cred := Object{{Key: "configKey", Value: c.credentialKey()}}
 		if len(refs) > 0 {
-			cred = append(cred, Field{"references", refs})
+			cred = append(cred, Field{Key: "references", Value: refs})
 		}
 		return Object{
-			{"connector", s.ID},
-			{"recovery", "operator_config"},
-			{"credential", cred},
-			{"instructions", fmt.Sprintf("Credentials for this connector come from %s. If the downstream rejects them, the operator must update that value and restart connecta; then retry the call.", c.credentialKey())},
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "operator_config"},
+			{Key: "credential", Value: cred},
+			{Key: "instructions", Value: fmt.Sprintf("Credentials for this connector come from %s. If the downstream rejects them, the operator must update that value and restart connecta; then retry the call.", c.credentialKey())},
 		}, nil
 	default:
 		return Object{
-			{"connector", s.ID},
-			{"recovery", "unavailable"},
-			{"message", fmt.Sprintf("Connector %q has no credential to configure; downstream OAuth is not supported.", s.ID)},
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "unavailable"},
+			{Key: "message", Value: fmt.Sprintf("Connector %q has no credential to configure and does not use OAuth (connectors[].oauth).", s.ID)},
 		}, nil
 	}
 }

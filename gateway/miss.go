@@ -55,15 +55,15 @@ func RecoveryQuery(address string) string {
 // (it cannot call search_tools), the top level to tool "search_tools".
 // connector is omitted when empty.
 func SearchNextAction(front FrontDoor, query, connector, purpose string) Object {
-	args := Object{{"query", query}}
+	args := Object{{Key: "query", Value: query}}
 	if connector != "" {
-		args = append(args, Field{"connector", connector})
+		args = append(args, Field{Key: "connector", Value: connector})
 	}
-	args = append(args, Field{"includeSchemas", "compact"})
+	args = append(args, Field{Key: "includeSchemas", Value: "compact"})
 	if front == FrontDoorProgram {
-		return Object{{"function", "connecta.search"}, {"arguments", args}, {"purpose", purpose}}
+		return Object{{Key: "function", Value: "connecta.search"}, {Key: "arguments", Value: args}, {Key: "purpose", Value: purpose}}
 	}
-	return Object{{"tool", "search_tools"}, {"arguments", args}, {"purpose", purpose}}
+	return Object{{Key: "tool", Value: "search_tools"}, {Key: "arguments", Value: args}, {Key: "purpose", Value: purpose}}
 }
 
 // UnknownAddress is the E7 refusal for an address that names no configured
@@ -73,7 +73,7 @@ func UnknownAddress(front FrontDoor, address string) *Error {
 		Code:      CodeUnknownAddress,
 		Message:   `Unknown address "` + jstext.Clamp(address, jstext.MaxAddressBytes) + `"`,
 		Retryable: false,
-		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(address), "",
+		Details: []Field{{Key: "nextAction", Value: SearchNextAction(front, RecoveryQuery(address), "",
 			unknownAddressPurpose)}},
 	}
 }
@@ -85,7 +85,7 @@ func UnknownTool(front FrontDoor, connectorID, toolName string) *Error {
 		Code:      CodeUnknownTool,
 		Message:   `Unknown tool "` + jstext.Clamp(toolName, jstext.MaxIdentityBytes) + `" on connector "` + connectorID + `"`,
 		Retryable: false,
-		Details: []Field{{"nextAction", SearchNextAction(front, RecoveryQuery(toolName), connectorID,
+		Details: []Field{{Key: "nextAction", Value: SearchNextAction(front, RecoveryQuery(toolName), connectorID,
 			unknownToolPurpose)}},
 	}
 }

@@ -14,6 +14,7 @@ package jstext
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -115,9 +116,21 @@ func ClampPoints(s string, n int) (string, bool) {
 	return s, false
 }
 
+// JSON the model reads (docs/DECISIONS.md "JSON the model reads") is
+// written here and only here, by JavaScript's JSON.stringify rules: compact,
+// object keys in the order given (Object), no HTML escaping, U+2028 and
+// U+2029 raw, lone surrogates as \uXXXX, other control characters escaped.
+// Marshal is encoding/json with HTML escaping off followed by one pass that
+// unescapes U+2028/U+2029 (encoding/json always escapes them); no
+// GOEXPERIMENT is involved. A Go string holds a lone surrogate only as the
+// WTF-8 bytes the engine hands over; AppendQuote writes those as \uXXXX,
+// while encoding/json (and so Marshal) sees them as invalid UTF-8 and writes
+// U+FFFD, as it does for every other invalid byte.
+
 // AppendQuote appends s quoted the way JSON.stringify quotes a string: only
 // '"', '\\' and control characters are escaped (no HTML escaping, U+2028
-// and U+2029 raw). Invalid UTF-8 bytes become U+FFFD.
+// and U+2029 raw); a WTF-8 encoded lone surrogate becomes \uXXXX; any other
+// invalid UTF-8 byte becomes U+FFFD.
 func AppendQuote(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
@@ -128,8 +141,15 @@ func AppendQuote(dst []byte, s string) []byte {
 			r, size := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && size == 1 {
 				dst = append(dst, s[start:i]...)
-				dst = append(dst, "\ufffd"...)
-				start = i + 1
+				if u, ok := wtf8Surrogate(s[i:]); ok {
+					dst = append(dst, '\\', 'u', hex[u>>12], hex[u>>8&0xf], hex[u>>4&0xf], hex[u&0xf])
+					i += 3
+				} else {
+					dst = append(dst, "\ufffd"...)
+					i++
+				}
+				start = i
+				continue
 			}
 			i += size
 			continue
@@ -164,9 +184,21 @@ func AppendQuote(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// Marshal is json.Marshal as JSON.stringify writes: no HTML escaping ('<',
-// '>' and '&' stay literal) and U+2028/U+2029 raw. The result is compact
-// and has no trailing newline.
+// wtf8Surrogate decodes a surrogate code point (U+D800–U+DFFF) encoded as
+// three bytes, which UTF-8 forbids and WTF-8 uses for a lone surrogate.
+func wtf8Surrogate(s string) (uint16, bool) {
+	if len(s) < 3 || s[0] != 0xED || s[1] < 0xA0 || s[1] > 0xBF || s[2] < 0x80 || s[2] > 0xBF {
+		return 0, false
+	}
+	return 0xD000 | uint16(s[1]&0x3F)<<6 | uint16(s[2]&0x3F), true
+}
+
+// Quote is AppendQuote as a string.
+func Quote(s string) string { return string(AppendQuote(nil, s)) }
+
+// Marshal writes v as JSON.stringify would: compact, no HTML escaping,
+// U+2028 and U+2029 raw, no trailing newline. Ordered objects are Object
+// values; a json.RawMessage is copied as given.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -174,24 +206,23 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return JSStyle(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+	return unescapeLineSeparators(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
-// JSStyle rewrites Go encoder output to JavaScript's: Go escapes U+2028 and
-// U+2029 even with HTML escaping off, JSON.stringify does not.
-func JSStyle(b []byte) []byte {
-	var out []byte
+// unescapeLineSeparators rewrites encoding/json's \u2028 and \u2029 escapes
+// to the raw characters, leaving an escaped backslash followed by "u2028"
+// alone.
+func unescapeLineSeparators(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u202`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
 	for i := 0; i < len(b); i++ {
 		if b[i] != '\\' || i+1 >= len(b) {
-			if out != nil {
-				out = append(out, b[i])
-			}
+			out = append(out, b[i])
 			continue
 		}
 		if b[i+1] == 'u' && i+5 < len(b) && b[i+2] == '2' && b[i+3] == '0' && b[i+4] == '2' && (b[i+5] == '8' || b[i+5] == '9') {
-			if out == nil {
-				out = append(make([]byte, 0, len(b)), b[:i]...)
-			}
 			if b[i+5] == '8' {
 				out = append(out, "\u2028"...)
 			} else {
@@ -200,13 +231,41 @@ func JSStyle(b []byte) []byte {
 			i += 5
 			continue
 		}
-		if out != nil {
-			out = append(out, b[i], b[i+1])
-		}
-		i++ // skip the escaped byte so `\\u2028` stays literal
-	}
-	if out == nil {
-		return b
+		out = append(out, b[i], b[i+1])
+		i++ // the escaped byte: `\\u2028` stays literal
 	}
 	return out
+}
+
+// Field is one key of an Object.
+type Field struct {
+	Key   string
+	Value any
+}
+
+// Object is a JSON object whose keys keep the order given. Values are
+// written by Marshal; a json.RawMessage value is copied as given.
+type Object []Field
+
+// MarshalJSON writes the fields in order.
+func (o Object) MarshalJSON() ([]byte, error) {
+	buf := make([]byte, 0, 128)
+	buf = append(buf, '{')
+	for i, f := range o {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = AppendQuote(buf, f.Key)
+		buf = append(buf, ':')
+		if raw, ok := f.Value.(json.RawMessage); ok {
+			buf = append(buf, raw...)
+			continue
+		}
+		v, err := Marshal(f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", f.Key, err)
+		}
+		buf = append(buf, v...)
+	}
+	return append(buf, '}'), nil
 }

@@ -262,7 +262,7 @@ func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c cal
 		if c.diagnostics {
 			fields = append(fields, gateway.Field{Key: "timing", Value: successTiming(res, start, callDone)})
 		}
-		b, err := gateway.MarshalOrdered(fields)
+		b, err := gateway.Object(fields).MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
@@ -313,7 +313,7 @@ func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage,
 	if err != nil {
 		return nil, fmt.Errorf("stash: %w", err)
 	}
-	return gateway.MarshalOrdered([]gateway.Field{
+	return gateway.Object{
 		{Key: "truncated", Value: true},
 		{Key: "resultId", Value: id},
 		{Key: "totalBytes", Value: len(full)},
@@ -322,7 +322,7 @@ func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage,
 			{Key: "tool", Value: ToolGetResult},
 			{Key: "arguments", Value: gateway.Object{{Key: "id", Value: id}, {Key: "offset", Value: 0}}},
 		}},
-	})
+	}.MarshalJSON()
 }
 
 // projectContent applies fields to each text block that holds JSON.

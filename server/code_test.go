@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,42 @@ func TestDisconnect_CancelsARunningProgram(t *testing.T) {
 		t.Fatal("the program's host call was not cancelled by the disconnect")
 	}
 	<-errc
+}
+
+// The two front doors write the same error object (docs/DECISIONS.md "JSON
+// the model reads"): byte for byte, JSON.stringify's rules (U+2028 and
+// U+2029 raw, no HTML escaping), except the recovery key — `tool:
+// "search_tools"` at the top level, `function: "connecta.search"` inside a
+// program. Before one writer served both, call_tool escaped U+2028.
+func TestE1_FrontDoorsWriteIdenticalErrorObjects(t *testing.T) {
+	h := codeHarness(t)
+	cs := h.connect(t, "")
+	call(t, cs, "call_tool", `{"address":"down.echo"}`) // warm the catalog
+	for _, address := range []string{"down.no\u2028pe<&>", "ghost\u2029.read"} {
+		t.Run(address, func(t *testing.T) {
+			top := call(t, cs, "call_tool", `{"address":`+quoteJS(address)+`,"args":{}}`)
+			var topEnv struct {
+				Error json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(textOf(t, top)), &topEnv); err != nil {
+				t.Fatalf("top-level: %v %s", err, textOf(t, top))
+			}
+			code := `async () => { try { await connecta.call(` + quoteJS(address) + `, {}); return null } catch (e) { return e.details } }`
+			b, _ := json.Marshal(map[string]string{"code": code})
+			prog := call(t, cs, "execute_code", string(b))
+			var progEnv struct {
+				Result json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(textOf(t, prog)), &progEnv); err != nil {
+				t.Fatalf("program: %v %s", err, textOf(t, prog))
+			}
+			want := strings.Replace(string(topEnv.Error), `"tool":"search_tools"`, `"function":"connecta.search"`, 1)
+			if want != string(progEnv.Result) {
+				t.Fatalf("error objects differ beyond the recovery key:\n top     %s\n program %s", topEnv.Error, progEnv.Result)
+			}
+			if !strings.Contains(want, "\u2028") && !strings.Contains(want, "\u2029") || strings.Contains(want, `\u202`) || strings.Contains(want, `\u003c`) {
+				t.Fatalf("not JSON.stringify's escaping: %s", want)
+			}
+		})
+	}
 }

@@ -52,10 +52,10 @@ func failureResult(e *gateway.Error, extra ...gateway.Field) *mcp.CallToolResult
 	fields := make([]gateway.Field, 0, 2+len(extra))
 	fields = append(fields, gateway.Field{Key: "ok", Value: false}, gateway.Field{Key: "error", Value: e.Object()})
 	fields = append(fields, extra...)
-	b, err := gateway.MarshalOrdered(fields)
+	b, err := gateway.Object(fields).MarshalJSON()
 	if err != nil {
 		// Only an extra can fail to marshal; the error object always does.
-		b, _ = gateway.MarshalOrdered(fields[:2])
+		b, _ = gateway.Object(fields[:2]).MarshalJSON()
 	}
 	return rawJSONResult(b, true)
 }

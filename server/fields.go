@@ -52,14 +52,14 @@ func project(value json.RawMessage, fields []string) (json.RawMessage, error) {
 		}
 	}
 	if len(unmatched) == 0 && len(partial) == 0 {
-		return gateway.MarshalOrdered(flat)
+		return gateway.Object(flat).MarshalJSON()
 	}
 	meta := gateway.Object{{Key: "type", Value: "field_projection"}, {Key: "unmatchedFields", Value: nonNil(unmatched)}}
 	if len(partial) > 0 {
 		meta = append(meta, gateway.Field{Key: "partialFields", Value: partial})
 	}
 	meta = append(meta, gateway.Field{Key: "hint", Value: fieldsHint})
-	return gateway.MarshalOrdered([]gateway.Field{{Key: "data", Value: gateway.Object(flat)}, {Key: "$connecta", Value: meta}})
+	return gateway.Object{{Key: "data", Value: gateway.Object(flat)}, {Key: "$connecta", Value: meta}}.MarshalJSON()
 }
 
 func nonNil(xs []string) []string {

@@ -10,8 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -27,6 +25,9 @@ import (
 type requestInfo struct {
 	id    string
 	actor string
+	// operator: a static token with operator: true, or the local user of a
+	// loopback-only server (no tokens).
+	operator bool
 	// ctx is the HTTP request's own context: the SDK may run tool handlers on
 	// a context detached from it, so handlers merge it back in (PITFALLS).
 	ctx context.Context
@@ -51,7 +52,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer}))
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
-	mux.Handle("/mcp", s.admitted(s.authenticated(s.bodyCapped(s.originChecked(s.rpcRouted())))))
+	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
+	if s.opts.OAuth != nil {
+		// A browser arrives here from the authorization server: no bearer.
+		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
+		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
+	}
 	return s.logged(securityHeaders(mux))
 }
 
@@ -71,6 +77,9 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
+
+// requestLimits are the request limits in force.
+func (s *Server) requestLimits() RequestLimits { return s.opts.Requests }
 
 func (s *Server) writeTimeout() time.Duration {
 	longest := s.opts.ExecutionTimeout
@@ -151,7 +160,7 @@ type rpcRefusalData struct {
 // loopback clients only.
 func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor, ok := s.authenticate(r)
+		actor, operator, ok := s.authenticate(r)
 		if !ok {
 			if len(s.tokens) == 0 {
 				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
@@ -163,20 +172,21 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 		}
 		info := infoFrom(r.Context())
 		if info != nil {
-			info.actor = actor
+			info.actor, info.operator = actor, operator
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 type tokenEntry struct {
-	name string
-	hash [sha256.Size]byte
+	name     string
+	operator bool
+	hash     [sha256.Size]byte
 }
 
-func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
+func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool) {
 	if len(s.tokens) == 0 {
-		return "local", isLoopbackRemote(r.RemoteAddr)
+		return "local", true, isLoopbackRemote(r.RemoteAddr)
 	}
 	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found {
@@ -192,9 +202,9 @@ func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
 		}
 	}
 	if match < 0 {
-		return "", false
+		return "", false, false
 	}
-	return s.tokens[match].name, true
+	return s.tokens[match].name, s.tokens[match].operator, true
 }
 
 func isLoopbackRemote(remote string) bool {
@@ -204,22 +214,6 @@ func isLoopbackRemote(remote string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// bodyCapped refuses a declared oversize body at once and bounds the read of
-// any other before the SDK sees it.
-func (s *Server) bodyCapped(next http.Handler) http.Handler {
-	limit := s.opts.Requests.MaxBodyBytes
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("Request body exceeds %d bytes.", limit))
-			return
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // originChecked refuses cross-origin browser requests (CSRF and DNS
@@ -258,21 +252,12 @@ func (s *Server) originChecked(next http.Handler) http.Handler {
 func (s *Server) rpcRouted() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
-		if r.Method != http.MethodPost || info == nil {
+		held, ok := r.Body.(*heldBody) // bodyRead holds a POST's whole body
+		if !ok || info == nil {
 			s.mcpJSON.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				writeJSONError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("Request body exceeds %d bytes.", tooLarge.Limit))
-				return
-			}
-			writeJSONError(w, http.StatusBadRequest, "bad_request", "The request body could not be read.")
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body := held.b // read in place: the SDK still gets every byte
 		var msg rpcPeek
 		if len(bytes.TrimSpace(body)) > 0 && bytes.TrimSpace(body)[0] == '{' && json.Unmarshal(body, &msg) == nil {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
@@ -415,8 +400,8 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // serveHealth is open and payload-free (§14).
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h := s.Health()
-	status := http.StatusOK
-	if h.Status != "ok" {
+	status := http.StatusOK // ok and degraded: the server itself serves
+	if h.Status == StatusShuttingDown {
 		status = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"math"
+	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,9 +42,9 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 	return jsonResult(page), nil
 }
 
-// handleAuthorizeConnector answers operator_config or unavailable (§8;
-// downstream OAuth is out of scope).
-func (s *Server) handleAuthorizeConnector(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// handleAuthorizeConnector answers §8: for an OAuth connector the flow's
+// status (package oauth), otherwise operator_config or unavailable.
+func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, aerr := parseArgs(req.Params.Arguments)
 	if aerr != nil {
 		return argFailure(aerr), nil
@@ -51,12 +53,61 @@ func (s *Server) handleAuthorizeConnector(ctx context.Context, _ *requestInfo, r
 	if aerr != nil {
 		return argFailure(aerr), nil
 	}
-	if _, aerr := args.boolean("force"); aerr != nil {
+	force, aerr := args.boolean("force")
+	if aerr != nil {
 		return argFailure(aerr), nil
+	}
+	if s.opts.OAuth != nil && s.opts.OAuth.Has(id) {
+		who := oauth.Caller{}
+		if info != nil {
+			who = oauth.Caller{Actor: info.actor, Operator: info.operator}
+		}
+		st, oerr := s.opts.OAuth.Authorize(ctx, id, force, who)
+		if oerr != nil {
+			return failureResult(oauthError(oerr)), nil
+		}
+		return jsonResult(oauthStatus(st)), nil
 	}
 	obj, gerr := s.opts.Gateway.Authorize(ctx, id)
 	if gerr != nil {
 		return failureResult(gerr), nil
 	}
 	return jsonResult(obj), nil
+}
+
+// oauthStatus is the pinned answer {connector, recovery: "oauth", status,
+// authorizationUrl?, expiresAt?, instructions?} (message when authorized).
+func oauthStatus(st *oauth.Status) gateway.Object {
+	obj := gateway.Object{{Key: "connector", Value: st.Connector}, {Key: "recovery", Value: "oauth"}, {Key: "status", Value: st.Status}}
+	if st.AuthorizationURL != "" {
+		obj = append(obj, gateway.Field{Key: "authorizationUrl", Value: st.AuthorizationURL})
+	}
+	if !st.ExpiresAt.IsZero() {
+		obj = append(obj, gateway.Field{Key: "expiresAt", Value: st.ExpiresAt.UTC().Format(time.RFC3339)})
+	}
+	if st.Instructions != "" {
+		obj = append(obj, gateway.Field{Key: "instructions", Value: st.Instructions})
+	}
+	if st.Message != "" {
+		obj = append(obj, gateway.Field{Key: "message", Value: st.Message})
+	}
+	return obj
+}
+
+// oauthError is a failed flow start as a typed error: auth_required (the
+// downstream or its authorization server cannot be used as configured) or
+// unavailable (one of them, or the store, is down).
+func oauthError(oe *oauth.Error) *gateway.Error {
+	e := &gateway.Error{Code: gateway.Code(oe.Code), Message: oe.Message, Retryable: oe.Code == oauth.CodeUnavailable}
+	var details gateway.Object
+	if oe.Host != "" {
+		details = append(details, gateway.Field{Key: "host", Value: oe.Host})
+	}
+	if oe.Component != "" {
+		details = append(details, gateway.Field{Key: "component", Value: oe.Component})
+	}
+	if len(details) > 0 {
+		e.Details = append(e.Details, gateway.Field{Key: "details", Value: details})
+	}
+	return e
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,6 +40,7 @@ type Gateway interface {
 	NewScope() *gateway.Scope
 	Invoke(ctx context.Context, scope *gateway.Scope, req gateway.CallRequest) (*gateway.CallResult, *gateway.Error)
 	Authorize(ctx context.Context, connectorID string) (gateway.Object, *gateway.Error)
+	ConnectorStates() map[string]gateway.ConnectorState
 }
 
 // Discovery is the catalog search service (gateway/discovery) with the front
@@ -47,10 +49,20 @@ type Discovery interface {
 	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, error)
 }
 
+// OAuthFlows is package oauth's Manager as the server uses it.
+type OAuthFlows interface {
+	Has(connectorID string) bool
+	Authorize(ctx context.Context, connectorID string, force bool, who oauth.Caller) (*oauth.Status, *oauth.Error)
+	Callback(w http.ResponseWriter, r *http.Request)
+	ClientMetadata(w http.ResponseWriter, r *http.Request)
+}
+
 // Token is one accepted bearer token; Name is the actor recorded in activity.
 type Token struct {
 	Name  string
 	Value string
+	// Operator: the caller may force a new downstream OAuth authorization.
+	Operator bool
 }
 
 // RequestLimits configure /mcp admission and the body cap (§12).
@@ -60,6 +72,9 @@ type RequestLimits struct {
 	QueueTimeout time.Duration
 	RetryAfter   time.Duration
 	MaxBodyBytes int64
+	// BodyTimeout bounds the arrival of a body once its request holds a
+	// permit (408 after it).
+	BodyTimeout time.Duration
 }
 
 // Options configure a Server. Zero limits take the contract defaults.
@@ -77,8 +92,14 @@ type Options struct {
 	// CodeAdmission returns the executor's payload-free admission snapshot
 	// for /health; nil reports {managedByExecutor:true}.
 	CodeAdmission func() any
+	// StoreState reports the store into /health (nil: no store entry). It
+	// must answer from state the store already has, without a round trip.
+	StoreState func() StoreState
 
-	Tokens         []Token // none = loopback clients only
+	Tokens []Token // none = loopback clients only
+	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
+	// callback and client metadata document are served under /oauth/.
+	OAuth          OAuthFlows
 	TrustedOrigins []string
 	// PublicURL is where clients reach the server (e.g. through a local
 	// reverse proxy); its host passes the DNS-rebinding check and its origin
@@ -131,6 +152,7 @@ type serverMetrics struct {
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
 	cancels      *prometheus.CounterVec
+	bodyTimeouts prometheus.Counter
 }
 
 // New builds a Server: tool definitions and schemas are built here, once.
@@ -159,6 +181,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if r.MaxBodyBytes <= 0 {
 		r.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if r.BodyTimeout <= 0 {
+		r.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = DefaultMaxInlineBytes
@@ -190,7 +215,7 @@ func New(opts Options) (*Server, error) {
 		if t.Value == "" {
 			return nil, fmt.Errorf("server: token %q is empty", t.Name)
 		}
-		s.tokens = append(s.tokens, tokenEntry{name: t.Name, hash: sha256.Sum256([]byte(t.Value))})
+		s.tokens = append(s.tokens, tokenEntry{name: t.Name, operator: t.Operator, hash: sha256.Sum256([]byte(t.Value))})
 	}
 	var err error
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
@@ -216,7 +241,10 @@ func New(opts Options) (*Server, error) {
 	for _, r := range []CancelResult{CancelMatched, CancelAmbiguous, CancelUnknown} {
 		s.metrics.cancels.WithLabelValues(string(r)) // exist at zero
 	}
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels} {
+	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
+	})
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}
@@ -351,13 +379,32 @@ func (s *Server) BeginShutdown() {
 // InFlight reports requests holding an admission permit.
 func (s *Server) InFlight() int { return s.admission.activeCount() }
 
-// HealthReport is the payload-free /health body (§14).
+// Health statuses: degraded (HTTP 200) when a connector or the store has
+// failed, shutting_down (503) while draining.
+const (
+	StatusOK           = "ok"
+	StatusDegraded     = "degraded"
+	StatusShuttingDown = "shutting_down"
+)
+
+// HealthReport is the payload-free /health body (§14 and DECISIONS
+// "Health, versions, reload").
 type HealthReport struct {
-	Status     string          `json:"status"`
-	Connectors int             `json:"connectors"`
-	Server     healthServer    `json:"server"`
-	Executor   *healthExecutor `json:"executor,omitempty"`
-	Admission  healthAdmission `json:"admission"`
+	Status          string                            `json:"status"`
+	Version         string                            `json:"version"`
+	Connectors      int                               `json:"connectors"`
+	ConnectorStates map[string]gateway.ConnectorState `json:"connectorStates"`
+	Store           *StoreState                       `json:"store,omitempty"`
+	Server          healthServer                      `json:"server"`
+	Executor        *healthExecutor                   `json:"executor,omitempty"`
+	Admission       healthAdmission                   `json:"admission"`
+}
+
+// StoreState is the store's /health entry; any State but "ok" makes the
+// server degraded.
+type StoreState struct {
+	State         string `json:"state"`
+	LastErrorCode string `json:"lastErrorCode,omitempty"`
 }
 
 type healthServer struct {
@@ -377,10 +424,13 @@ type healthAdmission struct {
 
 // Health returns the /health report.
 func (s *Server) Health() HealthReport {
+	states := s.opts.Gateway.ConnectorStates()
 	h := HealthReport{
-		Status:     "ok",
-		Connectors: len(s.opts.Gateway.Connectors()),
-		Server:     healthServer{Name: s.opts.Name, Version: s.opts.Version},
+		Status:          StatusOK,
+		Version:         s.opts.Version,
+		Connectors:      len(states),
+		ConnectorStates: states,
+		Server:          healthServer{Name: s.opts.Name, Version: s.opts.Version},
 		Admission: healthAdmission{
 			Policy:   "global-fifo",
 			Requests: s.admission.snapshot(),
@@ -390,8 +440,20 @@ func (s *Server) Health() HealthReport {
 	if s.opts.CodeAdmission != nil {
 		h.Admission.Code = s.opts.CodeAdmission()
 	}
+	for _, st := range states {
+		if st.State == gateway.StateFailed {
+			h.Status = StatusDegraded
+		}
+	}
+	if s.opts.StoreState != nil {
+		st := s.opts.StoreState()
+		h.Store = &st
+		if st.State != "ok" {
+			h.Status = StatusDegraded
+		}
+	}
 	if s.draining.Load() {
-		h.Status = "shutting_down"
+		h.Status = StatusShuttingDown
 	}
 	if name := sanitizeExecutorName(s.opts.ExecutorName); name != "" {
 		h.Executor = &healthExecutor{Name: name}

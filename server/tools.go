@@ -51,8 +51,10 @@ const (
 	descCallDestructiveTool = `Call any connector tool, including writes and destructive tools, by canonical address with args: one visible, deliberate call. ` +
 		`Same fields as call_tool plus an optional reason (max 500 characters) that is shown to the user and never sent downstream. ` +
 		`Find the address with search_tools first; confirm the user wants the change.`
-	descAuthorizeConnector = `Start recovery for a connector that answered auth_required. Downstream OAuth is not available here: ` +
-		`the answer names the configuration key or credential an operator must provide (recovery "operator_config"), or says recovery is "unavailable". ` +
+	descAuthorizeConnector = `Start recovery for a connector that answered auth_required. For recovery "oauth" the answer has a status: ` +
+		`"authorization_required" or "pending" with an authorizationUrl for a person to open and sign in (pending repeats the same link until expiresAt), ` +
+		`or "authorized" (retry the call). force: true starts a new authorization (over a working grant only for operators). ` +
+		`Otherwise the answer names the configuration key or credential an operator must provide (recovery "operator_config"), or says recovery is "unavailable". ` +
 		`Never pass secrets to this tool.`
 	descGetResult = `Page a call_tool result that was too large to return inline, by the resultId from its truncation notice. ` +
 		`Returns {offset,nextOffset?,totalBytes,text}; continue from nextOffset. Pages are UTF-8 safe; concatenated they reproduce the stored text.`
@@ -82,7 +84,7 @@ const (
 		`,"reason":{"type":"string","maxLength":500,"description":"Why this write is needed; never sent downstream."}},"required":["address"]}`
 	schemaAuthorizeConnector = `{"type":"object","properties":{` +
 		`"connector":{"type":"string","description":"Connector id that answered auth_required."},` +
-		`"force":{"type":"boolean"}},"required":["connector"]}`
+		`"force":{"type":"boolean","description":"Start a new OAuth authorization even when one is pending or granted."}},"required":["connector"]}`
 	schemaGetResult = `{"type":"object","properties":{` +
 		`"id":{"type":"string","description":"resultId from a truncation notice."},` +
 		`"offset":{"type":"integer","minimum":0,"default":0},` +

@@ -17,6 +17,8 @@ type metrics struct {
 	duration             prometheus.Histogram
 	spawnDuration        prometheus.Histogram
 	spares               prometheus.Gauge
+	sparesMinimum        prometheus.Gauge
+	sparesTarget         prometheus.Gauge
 	busy                 prometheus.Gauge
 	kills                *prometheus.CounterVec // reason: deadline|cpu_budget|cancel|shutdown|protocol|linger|startup
 	crashes              *prometheus.CounterVec // phase: startup|run
@@ -42,7 +44,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		spawnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "connecta_sandbox_spawn_duration_seconds",
 			Help: "Child spawn to ready.", Buckets: latency}),
 		spares: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_spares", Help: "Children ready and idle."}),
-		busy:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_busy", Help: "Children running a program."}),
+		sparesMinimum: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_spares_minimum",
+			Help: "Warm children the pool keeps at least (executor.spares)."}),
+		sparesTarget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_spares_target",
+			Help: "Warm children the pool keeps now: the minimum, grown toward demand up to executor.maxSpares."}),
+		busy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "connecta_sandbox_busy", Help: "Children running a program."}),
 		kills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "connecta_sandbox_kills_total",
 			Help: "Children killed by reason."}, []string{"reason"}),
 		crashes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "connecta_sandbox_crashes_total",
@@ -67,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.slots, m.inUse, m.queued, m.queueWait, m.admissions, m.rejections,
-		m.executions, m.duration, m.spawnDuration, m.spares, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap} {
+		m.executions, m.duration, m.spawnDuration, m.spares, m.sparesMinimum, m.sparesTarget, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("supervisor: registering metrics: %w", err)
 		}

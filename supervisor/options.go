@@ -26,16 +26,19 @@ const (
 	DefaultStackBytes   = 1 << 20
 	// DefaultKillGrace is how long past the wall deadline the parent waits
 	// for the child's own deadline error before killing it.
-	DefaultKillGrace    = 250 * time.Millisecond
+	DefaultKillGrace = 250 * time.Millisecond
 	// cpuGrace is how far past its guest CPU budget a child may go, in
 	// process CPU since the run frame was sent, before the parent kills it
 	// and answers with the engine's budget text. The engine stops a polling
 	// program at the budget itself; this bounds the ones that never poll.
 	// Kept well inside the 250 ms the contract allows: the check below can
 	// overshoot by cpuCheckMin × the child's threads.
-	cpuGrace    = 100 * time.Millisecond
-	cpuCheckMin = 5 * time.Millisecond
+	cpuGrace            = 100 * time.Millisecond
+	cpuCheckMin         = 5 * time.Millisecond
 	DefaultReadyTimeout = 10 * time.Second
+	// DefaultSpareIdle is how long a spare above Options.Spares may sit
+	// unused before it is discarded.
+	DefaultSpareIdle = 30 * time.Second
 
 	// MaxLogChars is the joined-log prefix kept for failures (R5, X4).
 	MaxLogChars = ipc.MaxRetainedLogChars
@@ -56,9 +59,6 @@ const (
 	// wasmMemoryHeadroom sits above the JS heap in the wasm page cap (shadow
 	// stack, static data, allocator), as the engine's default does.
 	wasmMemoryHeadroom = 32 << 20
-	// maxReplacementDelay bounds how long a taken spare's replacement waits
-	// for that run to end while another spare is idle (Pool.awaitReplacementTurn).
-	maxReplacementDelay = 500 * time.Millisecond
 	// Spare restart backoff: min(maxBackoff, baseBackoff·2^(n−1)).
 	baseBackoff = 100 * time.Millisecond
 	maxBackoff  = 5 * time.Second
@@ -70,7 +70,15 @@ type Options struct {
 	Slots        int           // concurrent executions (L7); 0 → DefaultSlots
 	MaxQueue     int           // FIFO admission waiters; 0 = none (fail fast); config default DefaultMaxQueue
 	QueueTimeout time.Duration // admission wait, also retryAfterMs; 0 → DefaultQueueTimeout
-	Spares       int           // warm children kept ready; 0 → Slots
+	// Spares is the minimum of warm children kept ready (0 = none). After a
+	// miss (a run found none ready) the pool keeps one more, up to
+	// MaxSpares (below Spares → Spares: no growth); a spare above Spares
+	// that sat unused for SpareIdle (0 → DefaultSpareIdle) is discarded.
+	// With MaxSpares 0 every run spawns its own child. A taken spare is
+	// replaced at once.
+	Spares    int
+	MaxSpares int
+	SpareIdle time.Duration
 
 	Limits Limits // per-run defaults; zero fields → contract defaults
 	// MemoryLimitBytes caps wasm linear memory, fixed when a child's runtime
@@ -146,8 +154,10 @@ func (o Options) withDefaults() Options {
 	if o.QueueTimeout <= 0 {
 		o.QueueTimeout = DefaultQueueTimeout
 	}
-	if o.Spares <= 0 {
-		o.Spares = o.Slots
+	o.Spares = max(o.Spares, 0)
+	o.MaxSpares = max(o.MaxSpares, o.Spares)
+	if o.SpareIdle <= 0 {
+		o.SpareIdle = DefaultSpareIdle
 	}
 	o.Limits = o.Limits.or(Limits{Wall: DefaultWall, CPUTime: DefaultCPUTime, HeapBytes: DefaultHeapBytes, StackBytes: DefaultStackBytes})
 	if o.MemoryLimitBytes == 0 && o.Limits.HeapBytes > DefaultHeapBytes {

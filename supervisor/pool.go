@@ -41,12 +41,11 @@ type Pool struct {
 	forks      chan func()
 	forkerDone chan struct{}
 
-	// idle counts the ready spares waiting for a session; taken is closed
-	// (and replaced) whenever a session takes one. A seat whose child was
-	// taken uses both to decide when to spawn the replacement.
-	idle    atomic.Int32
-	takenMu sync.Mutex
-	taken   chan struct{}
+	// seats is how many seat goroutines keep a warm spare each: Spares at
+	// start, one more per miss up to MaxSpares, one less per spare above
+	// Spares that sat idle for SpareIdle.
+	seatsMu sync.Mutex
+	seats   int
 
 	mu        sync.Mutex
 	closed    bool
@@ -67,7 +66,6 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 		log:        opts.Logger.With("component", "supervisor"),
 		m:          m,
 		ready:      make(chan *child),
-		taken:      make(chan struct{}),
 		closing:    make(chan struct{}),
 		forks:      make(chan func()),
 		forkerDone: make(chan struct{}),
@@ -85,6 +83,11 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 		p.Close()
 		return nil, err
 	}
+	p.m.sparesMinimum.Set(float64(opts.Spares))
+	p.seatsMu.Lock()
+	p.seats = opts.Spares
+	p.m.sparesTarget.Set(float64(p.seats))
+	p.seatsMu.Unlock()
 	for range opts.Spares {
 		p.track(p.seat)
 	}
@@ -185,8 +188,9 @@ func (p *Pool) cpuLimitSeconds() uint64 {
 }
 
 // seat keeps one warm spare: spawn, wait for ready, offer it until a session
-// takes it, repeat. A child that fails before ready is replaced after
-// min(5 s, 100 ms·2^(n−1)).
+// takes it, then spawn its replacement at once. A child that fails before
+// ready is replaced after min(5 s, 100 ms·2^(n−1)). The seat ends with the
+// pool, or when its spare sat idle while the pool keeps more than Spares.
 func (p *Pool) seat() {
 	failures := 0
 	for {
@@ -195,7 +199,7 @@ func (p *Pool) seat() {
 			return
 		default:
 		}
-		c, err := p.startChild()
+		c, err := p.startChild(context.Background())
 		if errors.Is(err, errPoolClosing) {
 			return // not a failure of the child: no crash counted, no retry
 		}
@@ -214,18 +218,31 @@ func (p *Pool) seat() {
 			continue
 		}
 		failures = 0
-		p.m.spares.Inc()
-		p.idle.Add(1)
+		if !p.offer(c) {
+			return
+		}
+	}
+}
+
+// offer holds the ready child c for the next session. True: c was taken or
+// lost, and the seat replaces it. False: the pool is closing, or c sat idle
+// for SpareIdle while this seat was surplus (then c is discarded: its input
+// closes and it exits), and the seat ends.
+func (p *Pool) offer(c *child) bool {
+	p.m.spares.Inc()
+	defer p.m.spares.Dec()
+	var idle <-chan time.Time
+	if p.surplus() {
+		t := time.NewTimer(p.opts.SpareIdle)
+		defer t.Stop()
+		idle = t.C
+	}
+	for {
 		select {
 		case p.ready <- c:
-			p.m.spares.Dec()
-			p.idle.Add(-1)
-			p.signalTaken()
-			p.awaitReplacementTurn(c)
+			return true
 		case in := <-c.in:
 			// An idle spare has nothing to say: it died or misbehaved.
-			p.m.spares.Dec()
-			p.idle.Add(-1)
 			if in.err == nil {
 				c.kill(killProtocol, p.m)
 			} else {
@@ -233,55 +250,59 @@ func (p *Pool) seat() {
 			}
 			p.log.Warn("idle sandbox child lost; replacing", "err", in.err)
 			p.retire(c, false)
+			return true
+		case <-idle:
+			if p.leaveSeat() {
+				p.log.Debug("idle sandbox spare discarded", "spares", p.opts.Spares)
+				p.retire(c, false)
+				return false
+			}
+			idle = nil // another surplus seat left first: this one stays
 		case <-p.closing:
-			p.m.spares.Dec()
-			p.idle.Add(-1)
 			c.kill(killShutdown, p.m)
 			p.retire(c, false)
-			return
+			return false
 		}
 	}
 }
 
-// signalTaken wakes the seats waiting in awaitReplacementTurn.
-func (p *Pool) signalTaken() {
-	p.takenMu.Lock()
-	close(p.taken)
-	p.taken = make(chan struct{})
-	p.takenMu.Unlock()
+// surplus reports whether the pool keeps more seats than Spares.
+func (p *Pool) surplus() bool {
+	p.seatsMu.Lock()
+	defer p.seatsMu.Unlock()
+	return p.seats > p.opts.Spares
 }
 
-func (p *Pool) takenSignal() <-chan struct{} {
-	p.takenMu.Lock()
-	defer p.takenMu.Unlock()
-	return p.taken
-}
-
-// awaitReplacementTurn delays the replacement of a child a session just took
-// while another warm spare is idle: until that child's run is over (it has
-// exited), the idle spares are all taken, or maxReplacementDelay passed. A
-// spawn is tens of milliseconds of CPU; started at once it competes with the
-// very run that caused it for the machine's cores (on 2 cores it added ~1 ms
-// to a 5-host-call run), while the idle spare already covers the next
-// arrival. With no idle spare left the replacement starts at once, as before.
-func (p *Pool) awaitReplacementTurn(c *child) {
-	t := time.NewTimer(maxReplacementDelay)
-	defer t.Stop()
-	for {
-		taken := p.takenSignal() // before the check: no take goes unnoticed
-		if p.idle.Load() <= 0 {
-			return
-		}
-		select {
-		case <-c.exited:
-			return
-		case <-t.C:
-			return
-		case <-p.closing:
-			return
-		case <-taken:
-		}
+// leaveSeat gives up one surplus seat; false when there is none.
+func (p *Pool) leaveSeat() bool {
+	p.seatsMu.Lock()
+	defer p.seatsMu.Unlock()
+	if p.seats <= p.opts.Spares {
+		return false
 	}
+	p.seats--
+	p.m.sparesTarget.Set(float64(p.seats))
+	return true
+}
+
+// grow adds a seat after a miss (a session found no warm child), up to
+// MaxSpares; false when at the maximum or closing. Its caller is a session
+// the pool's WaitGroup already counts (see track).
+func (p *Pool) grow() bool {
+	p.seatsMu.Lock()
+	defer p.seatsMu.Unlock()
+	if p.seats >= p.opts.MaxSpares {
+		return false
+	}
+	select {
+	case <-p.closing:
+		return false
+	default:
+	}
+	p.seats++
+	p.m.sparesTarget.Set(float64(p.seats))
+	p.track(p.seat)
+	return true
 }
 
 func backoff(n int) time.Duration {
@@ -289,8 +310,8 @@ func backoff(n int) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// startChild spawns a serving child and waits for its ready frame.
-func (p *Pool) startChild() (*child, error) {
+// startChild spawns a serving child and waits for its ready frame (or ctx).
+func (p *Pool) startChild(ctx context.Context) (*child, error) {
 	start := time.Now()
 	c, err := p.spawn(ipc.ModeServe)
 	if err != nil {
@@ -323,6 +344,10 @@ func (p *Pool) startChild() (*child, error) {
 		c.kill(killShutdown, p.m)
 		p.retire(c, false)
 		return nil, errPoolClosing
+	case <-ctx.Done():
+		c.kill(killCancel, p.m)
+		p.retire(c, false)
+		return nil, ctx.Err()
 	}
 }
 
@@ -340,6 +365,11 @@ func (p *Pool) takeChild(ctx context.Context) (*child, error) {
 		return c, nil
 	default:
 	}
+	// A miss: demand outran the warm children. Keep one more from now on;
+	// with no seats at all (MaxSpares 0) this caller spawns its own.
+	if !p.grow() && p.opts.MaxSpares == 0 {
+		return p.spawnFor(ctx)
+	}
 	// Bounded: when children cannot start at all, a caller must not hold its
 	// slot for as long as its context lives.
 	timer := time.NewTimer(p.opts.ReadyTimeout)
@@ -354,6 +384,22 @@ func (p *Pool) takeChild(ctx context.Context) (*child, error) {
 	case <-timer.C:
 		return nil, errNoChild
 	}
+}
+
+// spawnFor starts a child for one caller when the pool keeps no spares.
+func (p *Pool) spawnFor(ctx context.Context) (*child, error) {
+	c, err := p.startChild(ctx)
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, errPoolClosing):
+		return nil, &ExecError{Code: CodeClosed, Message: msgClosed}
+	case ctx.Err() != nil:
+		return nil, &ExecError{Code: CodeCancelled, Message: msgCancelledStarting}
+	}
+	p.m.crashes.WithLabelValues("startup").Inc()
+	p.log.Warn("sandbox child failed before ready", "err", err)
+	return nil, fmt.Errorf("%w: %v", errNoChild, err)
 }
 
 // errNoChild: no sandbox child became ready within ReadyTimeout.
@@ -437,3 +483,26 @@ func (l *Lease) Release() {
 
 // errLeaseUsed is returned by a second Run.
 var errLeaseUsed = errors.New("supervisor: an executor lease may execute only once, and not after Release")
+
+// Alive reports whether the pool's own loop — the forking thread every
+// child starts from — answers within ctx. It takes no slot and spawns
+// nothing, so a pool whose slots are all busy is alive; a closed pool is not.
+// The systemd watchdog is pinged only while this holds.
+func (p *Pool) Alive(ctx context.Context) bool {
+	if !p.enter() {
+		return false
+	}
+	defer p.wg.Done()
+	answered := make(chan struct{})
+	select {
+	case p.forks <- func() { close(answered) }:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-answered:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -36,8 +36,8 @@ func newRealPool(tb testing.TB, opts Options) (*Pool, *logBuf) {
 	tb.Helper()
 	base := runtime.NumGoroutine()
 	opts.CacheDir = sharedCacheDir(tb)
-	if opts.Spares == 0 {
-		opts.Spares = 1
+	if opts.Spares == 0 && opts.MaxSpares == 0 && opts.SpareIdle == 0 {
+		opts.Spares = 1 // tests of the spares themselves set them explicitly
 	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()

@@ -112,8 +112,8 @@ func newFakePool(t *testing.T, opts Options, startup string) *fakePool {
 	baseGoroutines := runtime.NumGoroutine()
 	opts.testChildArgv = fakeArgv(startup)
 	opts.DisableCache = true
-	if opts.Spares == 0 {
-		opts.Spares = 1
+	if opts.Spares == 0 && opts.MaxSpares == 0 && opts.SpareIdle == 0 {
+		opts.Spares = 1 // tests of the spares themselves set them explicitly
 	}
 	reg := prometheus.NewRegistry()
 	opts.Registry = reg

@@ -394,4 +394,3 @@ func tailFile(path string) string {
 }
 
 func numCPU() int { return runtime.NumCPU() }
-

@@ -48,12 +48,7 @@ func runTestMode() {
 		if stubborn {
 			signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		}
-		s := mcp.NewServer(&mcp.Implementation{Name: "lifecycle-test", Version: "1"}, nil)
-		s.AddTool(&mcp.Tool{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"pong":true}`}}}, nil
-			})
-		_ = s.Run(context.Background(), &mcp.StdioTransport{})
+		_ = pingServer().Run(context.Background(), &mcp.StdioTransport{})
 		if stubborn {
 			select {} // stdin is gone; live on regardless
 		}
@@ -293,5 +288,202 @@ connectors:
 	}
 	if strings.Contains(stdout+stderr, secret) {
 		t.Fatalf("the secret leaked:\n%s\n%s", stdout, stderr)
+	}
+}
+
+// The watchdog is pinged only while the HTTP accept loop is alive: once
+// Serve has returned, the pings stop (systemd then restarts the service).
+func TestNotify_WatchdogWithheldOnceTheAcceptLoopEnds(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
+	t.Setenv("WATCHDOG_PID", "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := &acceptWatch{Listener: ln}
+	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
+	served := make(chan struct{})
+	go func() {
+		_ = srv.Serve(watched)
+		watched.ended.Store(true)
+		close(served)
+	}()
+	logs := &lockedBuffer{}
+	n := newNotifier(newLogger(logs))
+	n.ready(func(context.Context) (bool, string) {
+		if !watched.alive(time.Second) {
+			return false, "the HTTP accept loop is not running"
+		}
+		return true, ""
+	})
+	defer n.stop()
+	read := func(wait time.Duration) (string, error) {
+		buf := make([]byte, 64)
+		_ = conn.SetReadDeadline(time.Now().Add(wait))
+		k, err := conn.Read(buf)
+		return string(buf[:k]), err
+	}
+	if got, err := read(5 * time.Second); err != nil || got != "READY=1" {
+		t.Fatalf("first datagram %q %v", got, err)
+	}
+	if got, err := read(5 * time.Second); err != nil || got != "WATCHDOG=1" {
+		t.Fatalf("while serving: %q %v", got, err)
+	}
+	_ = srv.Close()
+	<-served
+	// Drain pings sent before the loop ended, then expect silence.
+	for {
+		if _, err := read(300 * time.Millisecond); err != nil {
+			break
+		}
+	}
+	if got, err := read(300 * time.Millisecond); err == nil {
+		t.Fatalf("watchdog pinged %q with the accept loop gone", got)
+	}
+	if !strings.Contains(logs.String(), "watchdog ping withheld") {
+		t.Fatalf("no log line says why: %s", logs.String())
+	}
+}
+
+// pingServer is a go-sdk MCP server with the read-only tool ping.
+func pingServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "lifecycle-test", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"pong":true}`}}}, nil
+		})
+	return s
+}
+
+// fixture serves pingServer over streamable HTTP on addr until stopped.
+func startFixture(t *testing.T, addr string) (stop func()) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for i := 0; i < 100; i++ { // the port may linger briefly after a stop
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pingServer()
+	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = srv.Close() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+type healthBody struct {
+	Status          string `json:"status"`
+	Version         string `json:"version"`
+	Connectors      int    `json:"connectors"`
+	ConnectorStates map[string]struct {
+		State         string `json:"state"`
+		LastContactAt string `json:"lastContactAt"`
+		LastOutcome   string `json:"lastOutcome"`
+		ToolCount     *int   `json:"toolCount"`
+		LastErrorCode string `json:"lastErrorCode"`
+	} `json:"connectorStates"`
+}
+
+func (p *serverProcess) health(t *testing.T) (int, healthBody) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h healthBody
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, h
+}
+
+func (p *serverProcess) metric(t *testing.T, line string) bool {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return strings.Contains(b.String(), line)
+}
+
+// /health reports each connector from its last real contact: unknown before
+// any, failed (status degraded, still HTTP 200) while the downstream is down,
+// ok again once it answers; connecta_connector_up follows.
+func TestHealth_DegradedWhileAFixtureIsDownOkWhenItReturns(t *testing.T) {
+	fixture := freeAddr(t)
+	stop := startFixture(t, fixture)
+	srv := startServer(t, fmt.Sprintf("executor: {spares: 0}\nconnectors:\n  - id: remote\n    url: http://%s/mcp\n", fixture))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := srv.client(t, ctx, "")
+
+	code, h := srv.health(t)
+	if code != 200 || h.Status != "ok" || h.Connectors != 1 || h.ConnectorStates["remote"].State != "unknown" || h.Version == "" {
+		t.Fatalf("before contact: %d %+v", code, h)
+	}
+	ping := func() (string, bool) {
+		text, isErr, err := callTool(ctx, cs, "remote.ping")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text, isErr
+	}
+	if text, isErr := ping(); isErr {
+		t.Fatalf("ping: %s", text)
+	}
+	code, h = srv.health(t)
+	if st := h.ConnectorStates["remote"]; code != 200 || h.Status != "ok" || st.State != "ok" || st.LastOutcome != "success" || st.LastContactAt == "" || st.ToolCount == nil || *st.ToolCount != 1 {
+		t.Fatalf("after a good call: %d %+v", code, h)
+	}
+	if !srv.metric(t, `connecta_connector_up{connector="remote"} 1`) {
+		t.Fatal("connector_up is not 1")
+	}
+
+	stop()
+	if text, isErr := ping(); !isErr || !strings.Contains(text, "unavailable") {
+		t.Fatalf("ping with the downstream down: %s", text)
+	}
+	code, h = srv.health(t)
+	if st := h.ConnectorStates["remote"]; code != 200 || h.Status != "degraded" || st.State != "failed" || st.LastErrorCode != "unavailable" || st.LastOutcome != "failure" {
+		t.Fatalf("downstream down: %d %+v", code, h)
+	}
+	if !srv.metric(t, `connecta_connector_up{connector="remote"} 0`) {
+		t.Fatal("connector_up is not 0")
+	}
+
+	startFixture(t, fixture)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		text, isErr := ping()
+		if !isErr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ping after the fixture returned: %s", text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, h = srv.health(t)
+	if code != 200 || h.Status != "ok" || h.ConnectorStates["remote"].State != "ok" {
+		t.Fatalf("downstream back: %d %+v", code, h)
 	}
 }

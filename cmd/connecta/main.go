@@ -38,6 +38,8 @@ func commands() []command {
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCheck(a, o, e) }},
 		{"doctor", "doctor [--config FILE] [--credentials-dir DIR]", "check the configuration, every connector and the executor",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdDoctor(a, o, e) }},
+		{"oauth", "oauth revoke CONNECTOR --config FILE", "revoke a connector's downstream OAuth grant",
+			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdOAuth(a, o, e) }},
 		{"version", "version", "print the version",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVersion(a, o, e) }},
 		{"help", "help [command]", "show help for connecta or one command", nil},

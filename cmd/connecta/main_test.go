@@ -170,7 +170,7 @@ func TestNotify_ReadyWatchdogStopping(t *testing.T) {
 	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
 	t.Setenv("WATCHDOG_PID", "")
 	n := newNotifier(newLogger(&bytes.Buffer{}))
-	n.ready()
+	n.ready(nil)
 	read := func() string {
 		buf := make([]byte, 64)
 		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -66,7 +68,10 @@ func (n *notifier) send(state string) {
 }
 
 // ready says READY=1 and starts the watchdog pings at half WATCHDOG_USEC.
-func (n *notifier) ready() {
+// Each ping is sent only while alive (nil: always) answers true within the
+// interval: a server whose loops are dead stops pinging and systemd
+// restarts it.
+func (n *notifier) ready(alive func(ctx context.Context) (bool, string)) {
 	n.send("READY=1")
 	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
 	if n.socket == "" || err != nil || usec <= 0 {
@@ -81,15 +86,59 @@ func (n *notifier) ready() {
 		defer n.wg.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		withheld := false
 		for {
 			select {
 			case <-n.done:
 				return
 			case <-t.C:
-				n.send("WATCHDOG=1")
 			}
+			ok, why := true, ""
+			if alive != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), interval)
+				ok, why = alive(ctx)
+				cancel()
+			}
+			if !ok {
+				if !withheld {
+					n.log.Error("watchdog ping withheld", "reason", why)
+				}
+				withheld = true
+				continue
+			}
+			if withheld {
+				n.log.Info("watchdog pings resumed")
+			}
+			withheld = false
+			n.send("WATCHDOG=1")
 		}
 	}()
+}
+
+// acceptWatch wraps the HTTP listener so the watchdog can tell a live accept
+// loop (blocked in Accept, or back from it recently) from one that ended.
+type acceptWatch struct {
+	net.Listener
+	waiting atomic.Int32 // goroutines inside Accept
+	last    atomic.Int64 // unix nanos of the last return from Accept
+	ended   atomic.Bool  // Serve returned
+}
+
+func (l *acceptWatch) Accept() (net.Conn, error) {
+	l.waiting.Add(1)
+	c, err := l.Listener.Accept()
+	l.waiting.Add(-1)
+	l.last.Store(time.Now().UnixNano())
+	return c, err
+}
+
+// alive: the loop is in Accept, or returned from it within d (handing a
+// connection over, or backing off after a transient error).
+func (l *acceptWatch) alive(d time.Duration) bool {
+	if l.ended.Load() {
+		return false
+	}
+	return l.waiting.Load() > 0 || time.Since(time.Unix(0, l.last.Load())) < d
 }
 
 func (n *notifier) stopping() {

@@ -23,6 +23,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/stash"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/supervisor"
 )
@@ -90,6 +91,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 	if err != nil {
 		return nil, fmt.Errorf("activity: %w", err)
 	}
+	flows, err := newOAuth(cfg, a, log, oauth.NewMemoryStore())
+	if err != nil {
+		return nil, err
+	}
 	a.gateway, err = gateway.New(ctx, gateway.Options{
 		Connectors:  connectorSpecs(cfg),
 		CatalogTTL:  cfg.Catalog.TTL,
@@ -100,6 +105,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		Logger:      log.With("component", "gateway"),
 		Metrics:     a.registry,
 		Version:     buildVersion(),
+		OAuth:       oauthTransport(flows),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -126,7 +132,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 
 	tokens := make([]server.Token, 0, len(cfg.Auth.Tokens))
 	for _, t := range cfg.Auth.Tokens {
-		tokens = append(tokens, server.Token{Name: t.Name, Value: t.Token.Reveal()})
+		tokens = append(tokens, server.Token{Name: t.Name, Value: t.Token.Reveal(), Operator: t.Operator})
 	}
 	var codeAdmission func() any
 	if a.pool != nil {
@@ -146,10 +152,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		CodeAdmission: codeAdmission,
 		Tokens:        tokens,
 		PublicURL:     cfg.PublicURL,
+		OAuth:         oauthFlows(flows),
 		Requests: server.RequestLimits{
 			MaxActive: cfg.Requests.MaxActive, MaxQueue: cfg.Requests.MaxQueue,
 			QueueTimeout: cfg.Requests.QueueTimeout, RetryAfter: cfg.Requests.RetryAfter,
-			MaxBodyBytes: cfg.Requests.MaxBodyBytes,
+			MaxBodyBytes: cfg.Requests.MaxBodyBytes, BodyTimeout: cfg.Requests.BodyTimeout,
 		},
 		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
 		HostCallTimeout:      cfg.Execute.HostCallTimeout,
@@ -186,7 +193,9 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			ID: c.ID, Title: c.Title, Description: c.Description, Guide: c.Guide,
 			URL: c.URL, Command: c.Command,
 			MaxConcurrency: c.MaxConcurrency,
+			SharedSession:  c.SharedSession,
 			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
+			OAuth: c.OAuth != nil,
 		}
 		if len(c.Headers) > 0 {
 			spec.Headers = make(map[string]string, len(c.Headers))
@@ -241,6 +250,8 @@ func supervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Regi
 		MaxQueue:     e.MaxQueueSize,
 		QueueTimeout: e.QueueTimeout,
 		Spares:       e.Spares,
+		MaxSpares:    e.MaxSpares,
+		SpareIdle:    e.SpareIdle,
 		Limits: supervisor.Limits{
 			Wall: e.Timeout, CPUTime: e.CPUTime,
 			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
@@ -293,9 +304,15 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	notifier := newNotifier(o.log)
 	defer notifier.stop()
 
+	poolAlive := func(ctx context.Context) (bool, string) {
+		if a.pool != nil && !a.pool.Alive(ctx) {
+			return false, "the executor's supervisor loop did not answer"
+		}
+		return true, ""
+	}
 	if o.stdio {
 		o.log.Info("serving MCP over stdio", "version", buildVersion(), "connectors", len(cfg.Connectors))
-		notifier.ready()
+		notifier.ready(poolAlive)
 		err := a.server.ServeStdio(ctx, o.stdin, o.stdout)
 		notifier.stopping()
 		return err
@@ -303,10 +320,20 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 
 	srv := a.server.HTTPServer(cfg.Listen)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	watched := &acceptWatch{Listener: ln}
+	go func() {
+		err := srv.Serve(watched)
+		watched.ended.Store(true)
+		errc <- err
+	}()
 	o.log.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "path", "/mcp",
 		"version", buildVersion(), "connectors", len(cfg.Connectors), "auth", len(cfg.Auth.Tokens) > 0)
-	notifier.ready()
+	notifier.ready(func(ctx context.Context) (bool, string) {
+		if !watched.alive(time.Second) {
+			return false, "the HTTP accept loop is not running"
+		}
+		return poolAlive(ctx)
+	})
 
 	select {
 	case err := <-errc:

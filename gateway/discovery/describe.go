@@ -101,7 +101,7 @@ func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p Descr
 		}
 		entries[i] = s.describeEntry(a, t.connector, tool, format, p.FullDescriptions)
 	}
-	body, err := gateway.MarshalOrdered(gateway.Object{{Key: "tools", Value: entries}})
+	body, err := gateway.Object{{Key: "tools", Value: entries}}.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}

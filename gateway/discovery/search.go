@@ -142,7 +142,7 @@ func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchP
 	} else {
 		out = append(gateway.Object{{Key: "connectors", Value: groupRows(rows)}}, tail...)
 	}
-	body, err := gateway.MarshalOrdered(out)
+	body, err := gateway.Object(out).MarshalJSON()
 	if err != nil {
 		return nil, err
 	}

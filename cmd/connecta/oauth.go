@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/server"
+)
+
+// newOAuth builds the downstream OAuth manager when a connector sets
+// `oauth`; nil otherwise. A changed grant invalidates that connector's
+// catalog; every grant change is an audit record in the log.
+func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (*oauth.Manager, error) {
+	var conns []oauth.Connector
+	for _, c := range cfg.Connectors {
+		if c.OAuth == nil {
+			continue
+		}
+		conns = append(conns, oauth.Connector{
+			ID: c.ID, Title: c.Title, URL: c.URL,
+			ClientID: c.OAuth.ClientID, ClientSecret: c.OAuth.ClientSecret.Reveal(), Scopes: c.OAuth.Scopes,
+		})
+	}
+	if len(conns) == 0 {
+		return nil, nil
+	}
+	m, err := oauth.New(oauth.Options{
+		PublicURL: cfg.PublicURL,
+		Store:     store,
+		Logger:    log.With("component", "oauth"),
+		Metrics:   a.registry,
+		OnGrantChange: func(id string) {
+			if a.gateway != nil {
+				a.gateway.InvalidateCatalog(id)
+			}
+		},
+	}, conns)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	return m, nil
+}
+
+// The interfaces take nil, not a typed nil pointer.
+func oauthTransport(m *oauth.Manager) gateway.OAuthTransport {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+func oauthFlows(m *oauth.Manager) server.OAuthFlows {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// cmdOAuth is `connecta oauth revoke CONNECTOR --config FILE`: it revokes
+// the connector's grant at the authorization server (RFC 7009, when
+// advertised) and deletes it from the store. Grants in memory: die with
+// the process that holds them, so there is nothing for this one to act on.
+func cmdOAuth(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("oauth", stdout, stderr)
+	configPath := fs.String("config", "", "configuration file")
+	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
+	revoke := len(args) > 0 && args[0] == "revoke"
+	rest := args
+	if revoke {
+		rest = args[1:]
+	}
+	var id string
+	if len(rest) > 0 && rest[0] != "" && rest[0][0] != '-' {
+		id, rest = rest[0], rest[1:]
+	}
+	if code, done := fs.parse(rest); done {
+		return code
+	}
+	if id == "" && fs.NArg() > 0 {
+		id = fs.Arg(0)
+	}
+	if !revoke || id == "" || *configPath == "" {
+		fmt.Fprintln(stderr, "usage: connecta oauth revoke CONNECTOR --config FILE")
+		return 2
+	}
+	cfg, err := config.Load(*configPath, resolver(*credentialsDir))
+	if err != nil {
+		printRefusals(stderr, err)
+		return 1
+	}
+	c := cfg.Connector(id)
+	if c == nil || c.OAuth == nil {
+		fmt.Fprintf(stderr, "connecta oauth revoke: connector %q is not an OAuth connector in %s\n", id, *configPath)
+		return 1
+	}
+	store := oauth.Store(oauth.NewMemoryStore())
+	if !store.Durable() {
+		fmt.Fprintf(stderr, "connecta oauth revoke: the store is memory:, so grants live only inside the running server; restarting it drops them (configure a durable store to revoke from the command line)\n")
+		return 1
+	}
+	m, err := newOAuth(cfg, &app{}, slog.New(slog.DiscardHandler), store)
+	if err != nil {
+		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
+		return 1
+	}
+	done, oerr := m.Revoke(context.Background(), id, "cli")
+	if oerr != nil {
+		fmt.Fprintf(stderr, "connecta oauth revoke: %s\n", oerr.Message)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", id, done)
+	return 0
+}

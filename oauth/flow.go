@@ -1,0 +1,349 @@
+package oauth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// Status is authorize_connector's answer for an OAuth connector.
+type Status struct {
+	Connector        string
+	Status           string // StatusAuthorizationRequired, StatusPending, StatusAuthorized
+	AuthorizationURL string
+	ExpiresAt        time.Time
+	Instructions     string
+	Message          string
+}
+
+// Pinned statuses.
+const (
+	StatusAuthorizationRequired = "authorization_required"
+	StatusPending               = "pending"
+	StatusAuthorized            = "authorized"
+)
+
+// flow is one pending authorization, sealed under (connector, "flow"): one
+// per connector, replaced by the next start, taken (deleted) by the first
+// callback that presents its state.
+type flow struct {
+	StateHash     string           `json:"stateHash"` // hex SHA-256 of the state; the state itself is only in the URL
+	Verifier      string           `json:"verifier"`
+	URL           string           `json:"url"`
+	ExpiresAt     time.Time        `json:"expiresAt"`
+	Issuer        string           `json:"issuer"`
+	IssParameter  bool             `json:"issParameter"`
+	AuthEndpoint  string           `json:"authEndpoint"`
+	TokenURL      string           `json:"tokenUrl"`
+	RevocationURL string           `json:"revocationUrl,omitempty"`
+	ClientID      string           `json:"clientId"`
+	ClientSecret  string           `json:"clientSecret,omitempty"`
+	AuthStyle     oauth2.AuthStyle `json:"authStyle"`
+	Resource      string           `json:"resource"`
+	Redirect      string           `json:"redirect"`
+	Scopes        []string         `json:"scopes,omitempty"`
+	StartedBy     string           `json:"startedBy,omitempty"`
+}
+
+func (f *flow) config() *oauth2.Config {
+	return &oauth2.Config{
+		ClientID: f.ClientID, ClientSecret: f.ClientSecret, RedirectURL: f.Redirect, Scopes: f.Scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: f.AuthEndpoint, TokenURL: f.TokenURL, AuthStyle: f.AuthStyle},
+	}
+}
+
+// Caller is who asks to start a flow.
+type Caller struct {
+	Actor    string // recorded in the audit
+	Operator bool   // may force over a healthy grant
+}
+
+// Authorize answers authorize_connector: authorized when a grant exists
+// (forcing over it is for operators only), pending with the same URL while
+// a started flow is unexpired, otherwise a new flow's authorization URL.
+func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Caller) (*Status, *Error) {
+	c := m.connectors[id]
+	if c == nil {
+		return nil, authRequired("connector %q does not use OAuth", id)
+	}
+	g, gerr := m.stored(ctx, id)
+	if gerr != nil {
+		return nil, gerr
+	}
+	if g != nil && !force {
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is already authorized; retry the call. If it still fails auth_required, an operator can force a new authorization.", id)}, nil
+	}
+	if g != nil && !who.Operator {
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is already authorized; only an operator may force a new authorization over a working grant.", id)}, nil
+	}
+
+	unlock, err := m.opts.Store.Lock(ctx, id, "flow")
+	if err != nil {
+		return nil, storeFailed("lock the flow", err)
+	}
+	defer unlock()
+	if !force {
+		var f flow
+		ok, ferr := m.load(ctx, id, "flow", &f)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if ok && m.now().Before(f.ExpiresAt) {
+			return m.pendingStatus(c, &f, StatusPending), nil
+		}
+	}
+	f, ferr := m.start(ctx, c, who)
+	if ferr != nil {
+		return nil, ferr
+	}
+	return m.pendingStatus(c, f, StatusAuthorizationRequired), nil
+}
+
+func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
+	return &Status{
+		Connector: c.ID, Status: status, AuthorizationURL: f.URL, ExpiresAt: f.ExpiresAt.UTC(),
+		Instructions: fmt.Sprintf("Give this link to a person who can sign in to %s: open authorizationUrl in a browser, sign in and allow access before %s. "+
+			"The browser then lands on connecta's page %s, which says whether it worked. Then retry the call; connecta.search lists the connector's tools once it is authorized.",
+			c.Title, f.ExpiresAt.UTC().Format(time.RFC3339), m.RedirectURL(c.ID)),
+	}
+}
+
+// start discovers, identifies the client and seals a new flow (replacing
+// any pending one).
+func (m *Manager) start(ctx context.Context, c *Connector, who Caller) (*flow, *Error) {
+	d, err := m.discover(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := m.identify(ctx, c, d.asm)
+	if err != nil {
+		return nil, err
+	}
+	scopes := c.Scopes
+	if len(scopes) == 0 {
+		scopes = slices.Clone(d.scopes)
+	}
+	// SEP-2207: ask for offline_access when the server offers it, so that
+	// a refresh token comes with the grant.
+	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
+		scopes = append(scopes, "offline_access")
+	}
+	state := rand.Text()
+	sum := sha256.Sum256([]byte(state))
+	f := &flow{
+		StateHash: hex.EncodeToString(sum[:]), Verifier: oauth2.GenerateVerifier(),
+		ExpiresAt: m.now().Add(m.opts.FlowTTL).Truncate(time.Second),
+		Issuer:    d.asm.Issuer, IssParameter: d.asm.AuthorizationResponseIssParameterSupported,
+		AuthEndpoint: d.asm.AuthorizationEndpoint, TokenURL: d.asm.TokenEndpoint, RevocationURL: d.asm.RevocationEndpoint,
+		ClientID: cl.ID, ClientSecret: cl.Secret, AuthStyle: cl.AuthStyle,
+		Resource: d.resource, Redirect: cl.Redirect, Scopes: scopes, StartedBy: who.Actor,
+	}
+	f.URL = f.config().AuthCodeURL(state, oauth2.S256ChallengeOption(f.Verifier), oauth2.SetAuthURLParam("resource", f.Resource))
+	if err := m.save(ctx, c.ID, "flow", f); err != nil {
+		return nil, err
+	}
+	m.audit(ctx, AuditRecord{Connector: c.ID, Action: "flow_started", Actor: who.Actor, Issuer: f.Issuer, Message: "client " + cl.Kind})
+	return f, nil
+}
+
+// callbackResult is what the callback page says.
+type callbackResult struct {
+	status int
+	title  string
+	text   string
+}
+
+// Callback serves GET {publicUrl}/oauth/callback/{connector}: it takes the
+// connector's flow if the state matches (single use, unexpired), exchanges
+// the code with the verifier and resource, seals the grant and answers a
+// plain page — never a token, never a redirect.
+func (m *Manager) Callback(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, "/oauth/callback/")
+	res := m.callback(r.Context(), id, r)
+	writePage(w, res.status, res.title, res.text)
+}
+
+// ClientMetadata serves {publicUrl}/oauth/client-metadata.json, the client
+// ID metadata document: its URL is the client_id.
+func (m *Manager) ClientMetadata(w http.ResponseWriter, _ *http.Request) {
+	redirects := make([]string, 0, len(m.connectors))
+	for id := range m.connectors {
+		redirects = append(redirects, m.RedirectURL(id))
+	}
+	slices.Sort(redirects)
+	doc := map[string]any{
+		"client_id":                  m.ClientMetadataURL(),
+		"client_name":                ClientName,
+		"client_uri":                 m.opts.PublicURL,
+		"redirect_uris":              redirects,
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": "none",
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+const couldNotComplete = "This authorization link is unknown, expired or already used. Nothing was changed. Ask your assistant to call authorize_connector again for a new link."
+
+func (m *Manager) callback(ctx context.Context, id string, r *http.Request) callbackResult {
+	fail := func(status int, text string) callbackResult {
+		return callbackResult{status: status, title: "Authorization could not be completed", text: text}
+	}
+	if r.Method != http.MethodGet {
+		return fail(http.StatusMethodNotAllowed, "This page only answers the authorization server's redirect.")
+	}
+	c := m.connectors[id]
+	q := r.URL.Query()
+	state := q.Get("state")
+	if c == nil || state == "" {
+		m.log.Warn("oauth callback refused: unknown connector or no state", "connector", clip(id))
+		return fail(http.StatusBadRequest, couldNotComplete)
+	}
+	f, ferr := m.takeFlow(ctx, id, state)
+	if ferr != nil {
+		m.log.Error("oauth callback: store failed", "connector", id, "err", ferr.Error())
+		return fail(http.StatusServiceUnavailable, "connecta could not reach its store; nothing was changed. Try the link again shortly.")
+	}
+	if f == nil {
+		m.log.Warn("oauth callback refused: unknown, expired or replayed state", "connector", id)
+		return fail(http.StatusBadRequest, couldNotComplete)
+	}
+	if e := q.Get("error"); e != "" {
+		m.audit(ctx, AuditRecord{Connector: id, Action: "flow_failed", Actor: f.StartedBy, Issuer: f.Issuer, Outcome: clip(e)})
+		text := fmt.Sprintf("The authorization server answered %q", clip(e))
+		if d := q.Get("error_description"); d != "" {
+			text += " (" + clip(d) + ")"
+		}
+		return fail(http.StatusBadRequest, text+". Nothing was changed. To try again, ask your assistant to call authorize_connector for a new link.")
+	}
+	if iss := q.Get("iss"); (iss != "" && iss != f.Issuer) || (iss == "" && f.IssParameter) {
+		m.log.Warn("oauth callback refused: issuer mismatch (RFC 9207)", "connector", id)
+		return fail(http.StatusBadRequest, "The response did not come from the authorization server this flow started with. Nothing was changed; ask for a new link.")
+	}
+	code := q.Get("code")
+	if code == "" {
+		return fail(http.StatusBadRequest, "The authorization server sent no code. Nothing was changed; ask for a new link.")
+	}
+	tok, err := f.config().Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.http), code,
+		oauth2.VerifierOption(f.Verifier), oauth2.SetAuthURLParam("resource", f.Resource))
+	if err == nil {
+		err = checkToken(tok)
+	}
+	if err != nil {
+		e := exchangeFailed(err, f.TokenURL)
+		m.audit(ctx, AuditRecord{Connector: id, Action: "flow_failed", Actor: f.StartedBy, Issuer: f.Issuer, Outcome: string(e.Code), Message: e.Message})
+		status := http.StatusBadGateway
+		if e.Code == CodeAuthRequired {
+			status = http.StatusBadRequest
+		}
+		return fail(status, "connecta could not obtain access: "+e.Message+". Nothing was stored; ask your assistant to call authorize_connector for a new link.")
+	}
+	g := &grant{
+		Issuer: f.Issuer, TokenURL: f.TokenURL, RevocationURL: f.RevocationURL,
+		ClientID: f.ClientID, ClientSecret: f.ClientSecret, AuthStyle: f.AuthStyle,
+		Resource: f.Resource, Scopes: f.Scopes,
+		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: m.now(),
+		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
+	}
+	if err := m.putGrant(ctx, id, g); err != nil {
+		m.log.Error("oauth callback: could not store the grant", "connector", id, "err", err.Error())
+		return fail(http.StatusServiceUnavailable, "connecta could not store the grant; nothing was changed. Ask for a new link and try again.")
+	}
+	m.audit(ctx, AuditRecord{Connector: id, Action: "granted", Actor: f.StartedBy, Issuer: f.Issuer, Outcome: "ok"})
+	m.grantChanged(id)
+	return callbackResult{status: http.StatusOK, title: "Connected " + c.Title,
+		text: fmt.Sprintf("connecta can now reach %s (connector %q) on your team's behalf. Return to your assistant and retry the request. You can close this window.", c.Title, id)}
+}
+
+// takeFlow returns the connector's flow if state is its state and it has
+// not expired, deleting it first so that it is used once, whichever replica
+// asks; nil when there is none or it does not match.
+func (m *Manager) takeFlow(ctx context.Context, id, state string) (*flow, *Error) {
+	var f flow
+	ok, err := m.load(ctx, id, "flow", &f)
+	if err != nil || !ok {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(state))
+	if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(f.StateHash)) != 1 {
+		return nil, nil
+	}
+	existed, derr := m.opts.Store.Delete(ctx, id, "flow")
+	if derr != nil {
+		return nil, storeFailed("delete the flow", derr)
+	}
+	if !existed || !m.now().Before(f.ExpiresAt) {
+		return nil, nil
+	}
+	return &f, nil
+}
+
+// checkToken refuses a token response connecta cannot use.
+func checkToken(t *oauth2.Token) error {
+	if t.AccessToken == "" {
+		return errors.New("the token response has no access_token")
+	}
+	if tt := t.Type(); !strings.EqualFold(tt, "bearer") {
+		return fmt.Errorf("the token type %q is not Bearer", clip(tt))
+	}
+	return nil
+}
+
+// exchangeFailed classifies a failed token request.
+func exchangeFailed(err error, tokenURL string) *Error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		msg := "the authorization server refused the token request"
+		if re.ErrorCode != "" {
+			msg += " (" + clip(re.ErrorCode) + ")"
+		} else if re.Response != nil {
+			msg += fmt.Sprintf(" (HTTP %d)", re.Response.StatusCode)
+		}
+		if re.Response != nil && re.Response.StatusCode >= 500 {
+			return &Error{Code: CodeUnavailable, Host: origin(tokenURL), Message: msg, err: err}
+		}
+		return &Error{Code: CodeAuthRequired, Message: msg, err: err}
+	}
+	if isTransport(err) {
+		return reachFailed("the authorization server's token endpoint", tokenURL, err)
+	}
+	return &Error{Code: CodeAuthRequired, Message: "the authorization server's token response was not usable: " + clip(scrub(err.Error())), err: err}
+}
+
+// scrub keeps x/oauth2's parse errors from echoing a response body.
+func scrub(s string) string {
+	if i := strings.Index(s, ": "); i >= 0 && strings.HasPrefix(s, "oauth2: cannot parse json") {
+		return s[:i]
+	}
+	return s
+}
+
+// writePage answers a minimal HTML page that loads nothing and is not
+// cached, framed, or given a referrer (its URL held a code).
+func writePage(w http.ResponseWriter, status int, title, text string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; form-action 'none'")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title></head><body><h1>%s</h1><p>%s</p></body></html>\n",
+		html.EscapeString(title), html.EscapeString(title), html.EscapeString(text))
+}

@@ -1,0 +1,316 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// grant is the team's connection to one connector, sealed under
+// (connector, "grant"). One per connector.
+type grant struct {
+	Issuer        string           `json:"issuer"`
+	TokenURL      string           `json:"tokenUrl"`
+	RevocationURL string           `json:"revocationUrl,omitempty"`
+	ClientID      string           `json:"clientId"`
+	ClientSecret  string           `json:"clientSecret,omitempty"`
+	AuthStyle     oauth2.AuthStyle `json:"authStyle"`
+	Resource      string           `json:"resource"`
+	Scopes        []string         `json:"scopes,omitempty"`
+	AccessToken   string           `json:"accessToken"`
+	RefreshToken  string           `json:"refreshToken,omitempty"`
+	Expiry        time.Time        `json:"expiry,omitzero"`
+	Obtained      time.Time        `json:"obtained"` // when the access token was issued to us
+	GrantedAt     time.Time        `json:"grantedAt"`
+	GrantedBy     string           `json:"grantedBy,omitempty"`
+}
+
+func (g *grant) config() *oauth2.Config {
+	return &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret,
+		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
+}
+
+// stored reads the grant from the store (and refreshes the cache).
+func (m *Manager) stored(ctx context.Context, id string) (*grant, *Error) {
+	var g grant
+	ok, err := m.load(ctx, id, "grant", &g)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ok || g.AccessToken == "" {
+		delete(m.cache, id)
+		return nil, nil
+	}
+	m.cache[id] = &g
+	return &g, nil
+}
+
+func (m *Manager) putGrant(ctx context.Context, id string, g *grant) *Error {
+	if err := m.save(ctx, id, "grant", g); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.cache[id] = g
+	m.mu.Unlock()
+	return nil
+}
+
+// dropGrant deletes the grant (invalid_grant, revoke).
+func (m *Manager) dropGrant(ctx context.Context, id string) *Error {
+	m.mu.Lock()
+	delete(m.cache, id)
+	m.mu.Unlock()
+	if _, err := m.opts.Store.Delete(ctx, id, "grant"); err != nil {
+		return storeFailed("delete the grant", err)
+	}
+	m.grantChanged(id)
+	return nil
+}
+
+func (m *Manager) noGrant(id string) *Error {
+	return &Error{Code: CodeAuthRequired, NoGrant: true,
+		Message: fmt.Sprintf("Connector %q is not authorized yet: a person must sign in to it once for the team", id)}
+}
+
+// fresh reports whether an access token can be sent without refreshing:
+// it is refreshed RefreshBefore ahead of its expiry, or a quarter of its
+// lifetime ahead when that is shorter (short-lived tokens).
+func (m *Manager) fresh(g *grant) bool {
+	if g.Expiry.IsZero() {
+		return true
+	}
+	margin := m.opts.RefreshBefore
+	if life := g.Expiry.Sub(g.Obtained); !g.Obtained.IsZero() && life > 0 && life/4 < margin {
+		margin = life / 4
+	}
+	return m.now().Add(margin).Before(g.Expiry)
+}
+
+// accessToken returns a grant whose access token is current: the cached
+// one while fresh, else the store's, refreshed (once, under the store's
+// lock) when it is about to expire.
+func (m *Manager) accessToken(ctx context.Context, id string) (*grant, *Error) {
+	m.mu.Lock()
+	g := m.cache[id]
+	m.mu.Unlock()
+	if g != nil && m.fresh(g) {
+		return g, nil
+	}
+	g, err := m.stored(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, m.noGrant(id)
+	}
+	if m.fresh(g) {
+		return g, nil
+	}
+	return m.refresh(ctx, id, g.AccessToken)
+}
+
+// refresh replaces the access token that stale names, under the store's
+// lock: whoever holds the lock first refreshes; the others find the grant
+// already changed and use it.
+func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error) {
+	unlock, err := m.opts.Store.Lock(ctx, id, "grant")
+	if err != nil {
+		return nil, storeFailed("lock the grant", err)
+	}
+	defer unlock()
+	g, gerr := m.stored(ctx, id)
+	if gerr != nil {
+		return nil, gerr
+	}
+	if g == nil {
+		return nil, m.noGrant(id)
+	}
+	if g.AccessToken != stale && m.fresh(g) {
+		return g, nil // another request or replica refreshed it
+	}
+	if g.RefreshToken == "" {
+		m.metrics.refreshed(id, "invalid_grant")
+		m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Issuer: g.Issuer, Outcome: "no_refresh_token"})
+		if derr := m.dropGrant(ctx, id); derr != nil {
+			return nil, derr
+		}
+		return nil, authRequired("Connector %q's access expired and the authorization server gave no refresh token: a person must sign in again", id)
+	}
+	tok, rerr := g.config().TokenSource(context.WithValue(ctx, oauth2.HTTPClient, m.http), &oauth2.Token{RefreshToken: g.RefreshToken}).Token()
+	if rerr == nil {
+		rerr = checkToken(tok)
+	}
+	if rerr != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(rerr, &re) && re.ErrorCode == "invalid_grant" {
+			m.metrics.refreshed(id, "invalid_grant")
+			m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Issuer: g.Issuer, Outcome: "invalid_grant"})
+			if derr := m.dropGrant(ctx, id); derr != nil {
+				return nil, derr
+			}
+			return nil, authRequired("Connector %q's grant was revoked or expired at the authorization server (invalid_grant): a person must sign in again", id)
+		}
+		m.metrics.refreshed(id, "failed")
+		e := exchangeFailed(rerr, g.TokenURL)
+		m.log.Warn("oauth: refresh failed; the grant is kept", "connector", id, "code", string(e.Code), "message", e.Message)
+		if e.Code == CodeAuthRequired {
+			// The server answered, but not with a token; the grant may
+			// still be good, so it is kept and the call is not retried.
+			e = &Error{Code: CodeUnavailable, Host: origin(g.TokenURL), Message: "refreshing the access token failed: " + e.Message, err: rerr}
+		}
+		return nil, e
+	}
+	next := *g
+	next.AccessToken, next.Expiry, next.Obtained = tok.AccessToken, tok.Expiry, m.now()
+	if tok.RefreshToken != "" {
+		next.RefreshToken = tok.RefreshToken // rotated
+	}
+	if err := m.putGrant(ctx, id, &next); err != nil {
+		m.metrics.refreshed(id, "failed")
+		return nil, err
+	}
+	m.metrics.refreshed(id, "ok")
+	return &next, nil
+}
+
+// Transport returns a RoundTripper for connector id: every request carries
+// the grant's access token (refreshed before expiry); after a 401 the token
+// is refreshed once and the request sent once more. That is transport
+// authentication, not a retry: the downstream refused the first request
+// before running anything. Failures are *Error.
+func (m *Manager) Transport(id string, base http.RoundTripper) http.RoundTripper {
+	return &transport{m: m, id: id, base: base}
+}
+
+type transport struct {
+	m    *Manager
+	id   string
+	base http.RoundTripper
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	g, err := t.m.accessToken(ctx, t.id)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	first := withToken(req, g.AccessToken)
+	res, rerr := t.base.RoundTrip(first)
+	if rerr != nil || res.StatusCode != http.StatusUnauthorized {
+		return res, rerr
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return res, nil // cannot be re-sent: the 401 stands
+	}
+	g2, err := t.m.refresh(ctx, t.id, g.AccessToken)
+	if err != nil {
+		drain(res)
+		return nil, err
+	}
+	again := withToken(req, g2.AccessToken)
+	if req.GetBody != nil {
+		body, berr := req.GetBody()
+		if berr != nil {
+			return res, nil
+		}
+		again.Body = body
+	}
+	drain(res)
+	return t.base.RoundTrip(again)
+}
+
+func withToken(req *http.Request, token string) *http.Request {
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+token)
+	return r
+}
+
+func drain(res *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	res.Body.Close()
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// Revoke deletes the connector's grant, first asking the authorization
+// server to revoke it (RFC 7009) when it advertised a revocation endpoint.
+// It returns what was done; an unreachable server leaves the grant in place.
+func (m *Manager) Revoke(ctx context.Context, id, actor string) (string, *Error) {
+	if m.connectors[id] == nil {
+		return "", authRequired("connector %q does not use OAuth", id)
+	}
+	g, err := m.stored(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if g == nil {
+		return fmt.Sprintf("connector %q has no grant; nothing to revoke", id), nil
+	}
+	done := "deleted the stored grant"
+	if g.RevocationURL != "" {
+		for _, tok := range []struct{ value, hint string }{{g.RefreshToken, "refresh_token"}, {g.AccessToken, "access_token"}} {
+			if tok.value == "" {
+				continue
+			}
+			if rerr := m.revokeToken(ctx, g, tok.value, tok.hint); rerr != nil {
+				return "", rerr
+			}
+		}
+		done = "revoked the grant at " + origin(g.RevocationURL) + " and deleted it"
+	}
+	if derr := m.dropGrant(ctx, id); derr != nil {
+		return "", derr
+	}
+	m.audit(ctx, AuditRecord{Connector: id, Action: "revoked", Actor: actor, Issuer: g.Issuer, Outcome: "ok"})
+	return done, nil
+}
+
+func (m *Manager) revokeToken(ctx context.Context, g *grant, token, hint string) *Error {
+	form := url.Values{"token": {token}, "token_type_hint": {hint}}
+	if g.AuthStyle != oauth2.AuthStyleInHeader || g.ClientSecret == "" {
+		form.Set("client_id", g.ClientID)
+		if g.ClientSecret != "" {
+			form.Set("client_secret", g.ClientSecret)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.RevocationURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return authRequired("the revocation endpoint is not usable: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if g.AuthStyle == oauth2.AuthStyleInHeader && g.ClientSecret != "" {
+		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(g.ClientSecret))
+	}
+	res, err := m.http.Do(req)
+	if err != nil {
+		return reachFailed("the revocation endpoint", g.RevocationURL, err)
+	}
+	drain(res)
+	// RFC 7009 §2.2: 200 whether or not the token was valid; 503 asks to
+	// try later; unsupported_token_type (400) for access tokens is fine.
+	switch {
+	case res.StatusCode == http.StatusOK, res.StatusCode == http.StatusBadRequest && hint == "access_token":
+		return nil
+	case res.StatusCode >= 500:
+		return &Error{Code: CodeUnavailable, Host: origin(g.RevocationURL), Message: fmt.Sprintf("the revocation endpoint answered HTTP %d; the grant is kept, try again later", res.StatusCode)}
+	default:
+		return authRequired("the revocation endpoint answered HTTP %d; the grant is kept", res.StatusCode)
+	}
+}
+
+// Durable reports whether grants outlive this process.
+func (m *Manager) Durable() bool { return m.opts.Store.Durable() }

@@ -1,0 +1,215 @@
+// Package oauth is connecta's downstream OAuth client: the MCP
+// authorization flow for connectors configured with `oauth: {}`, run so that
+// any replica can finish it.
+//
+// Discovery follows the MCP authorization specification: the downstream's
+// 401 WWW-Authenticate challenge, its protected resource metadata (RFC 9728)
+// and its authorization server's metadata (RFC 8414 / OpenID Connect
+// discovery), fetched and validated by the go-sdk's auth and oauthex
+// packages. Client identity is, in order, the configured clientId, a client
+// ID metadata document at {publicUrl}/oauth/client-metadata.json when the
+// server supports it, then dynamic registration (RFC 7591). PKCE S256 is
+// always used (a server without it is refused) and every authorization and
+// token request carries the resource indicator (RFC 8707).
+//
+// What the SDK's AuthorizationCodeHandler does in one process — wait for
+// the code, exchange it, keep the token source — is done here through a
+// Store instead: the flow (state hash, verifier, endpoints) is sealed under
+// the connector when the flow starts, the callback on any replica takes it
+// (single use), exchanges the code and seals the grant; every replica reads
+// the grant, refreshes it under the store's lock, and drops it on
+// invalid_grant.
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Connector is one OAuth-protected downstream.
+type Connector struct {
+	ID    string
+	Title string // shown on the callback page; ID when empty
+	// URL is the MCP endpoint; it is also the resource indicator.
+	URL string
+	// ClientID/ClientSecret: a client registered by the operator (optional).
+	ClientID, ClientSecret string
+	// Scopes requested; empty means what the downstream's challenge or
+	// metadata names.
+	Scopes []string
+}
+
+// Options configure a Manager.
+type Options struct {
+	// PublicURL is where browsers reach connecta; the redirect URI is
+	// {PublicURL}/oauth/callback/{connector}. Required.
+	PublicURL string
+	Store     Store
+	// HTTPClient makes discovery, registration and token requests (nil: a
+	// default client with a 30 s timeout). The SDK's discovery refuses
+	// private addresses unless this client's transport dials by itself.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	Metrics    prometheus.Registerer // nil: no metrics
+	Now        func() time.Time
+	// FlowTTL bounds a pending authorization (default DefaultFlowTTL).
+	FlowTTL time.Duration
+	// RefreshBefore refreshes an access token this long before it expires
+	// (default DefaultRefreshBefore).
+	RefreshBefore time.Duration
+	// OnGrantChange runs after a grant is stored, replaced or dropped (the
+	// gateway invalidates the connector's catalog).
+	OnGrantChange func(connector string)
+	// Audit receives one record per grant change and per flow started.
+	Audit func(ctx context.Context, rec AuditRecord)
+}
+
+// Defaults.
+const (
+	DefaultFlowTTL       = 10 * time.Minute
+	DefaultRefreshBefore = 60 * time.Second
+	// ClientName is sent in dynamic registrations and the metadata document.
+	ClientName = "connecta"
+)
+
+// AuditRecord is a grant change or a started flow, with no secret in it.
+type AuditRecord struct {
+	Connector string `json:"connector"`
+	// Action: flow_started, granted, refreshed_failed, dropped, revoked.
+	Action  string `json:"action"`
+	Actor   string `json:"actor,omitempty"`
+	Issuer  string `json:"issuer,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Manager runs flows and serves grants for the configured connectors. Safe
+// for concurrent use; it keeps no goroutines.
+type Manager struct {
+	opts       Options
+	connectors map[string]*Connector
+	http       *http.Client
+	log        *slog.Logger
+	now        func() time.Time
+	metrics    *metrics
+
+	mu    sync.Mutex
+	cache map[string]*grant // last grant read or written per connector
+}
+
+// New validates the configuration. No server is contacted.
+func New(opts Options, connectors []Connector) (*Manager, error) {
+	if opts.Store == nil {
+		return nil, errors.New("oauth: a store is required")
+	}
+	if !strings.HasPrefix(opts.PublicURL, "https://") && !strings.HasPrefix(opts.PublicURL, "http://") {
+		return nil, fmt.Errorf("oauth: publicUrl %q must be an http(s) URL", opts.PublicURL)
+	}
+	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
+	if opts.FlowTTL <= 0 {
+		opts.FlowTTL = DefaultFlowTTL
+	}
+	if opts.RefreshBefore <= 0 {
+		opts.RefreshBefore = DefaultRefreshBefore
+	}
+	m := &Manager{
+		opts:       opts,
+		connectors: map[string]*Connector{},
+		http:       opts.HTTPClient,
+		log:        opts.Logger,
+		now:        opts.Now,
+		cache:      map[string]*grant{},
+	}
+	if m.http == nil {
+		m.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	ids := make([]string, 0, len(connectors))
+	for i := range connectors {
+		c := connectors[i]
+		if c.ID == "" || c.URL == "" {
+			return nil, fmt.Errorf("oauth: connector %d needs an id and a url", i)
+		}
+		if c.Title == "" {
+			c.Title = c.ID
+		}
+		m.connectors[c.ID] = &c
+		ids = append(ids, c.ID)
+	}
+	var err error
+	if m.metrics, err = newMetrics(opts.Metrics, ids); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Has reports whether id is an OAuth connector.
+func (m *Manager) Has(id string) bool { return m.connectors[id] != nil }
+
+// RedirectURL is the connector's callback.
+func (m *Manager) RedirectURL(id string) string {
+	return m.opts.PublicURL + "/oauth/callback/" + id
+}
+
+// ClientMetadataURL is the client ID metadata document's URL (the client
+// ID when the authorization server supports such documents).
+func (m *Manager) ClientMetadataURL() string {
+	return m.opts.PublicURL + "/oauth/client-metadata.json"
+}
+
+func (m *Manager) audit(ctx context.Context, rec AuditRecord) {
+	m.log.LogAttrs(ctx, slog.LevelInfo, "oauth audit", slog.String("connector", rec.Connector),
+		slog.String("action", rec.Action), slog.String("actor", rec.Actor), slog.String("issuer", rec.Issuer),
+		slog.String("outcome", rec.Outcome), slog.String("message", rec.Message))
+	if m.opts.Audit != nil {
+		m.opts.Audit(ctx, rec)
+	}
+}
+
+func (m *Manager) grantChanged(id string) {
+	if m.opts.OnGrantChange != nil {
+		m.opts.OnGrantChange(id)
+	}
+}
+
+// load reads and decodes a sealed value; (false, nil) when absent.
+func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool, *Error) {
+	raw, err := m.opts.Store.Open(ctx, connector, name)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storeFailed("read the "+name, err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		// A value this binary cannot read is as good as absent; say so once.
+		m.log.Error("oauth: stored value is unreadable; treating it as missing", "connector", connector, "name", name)
+		return false, nil
+	}
+	return true, nil
+}
+
+func (m *Manager) save(ctx context.Context, connector, name string, v any) *Error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return storeFailed("encode the "+name, err)
+	}
+	if err := m.opts.Store.Seal(ctx, connector, name, raw); err != nil {
+		return storeFailed("write the "+name, err)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Operation names, the `op` label of the store metrics.
+const (
+	opPutResult     = "put_result"
+	opResultWindow  = "get_result"
+	opSweepResults  = "sweep_results"
+	opAppendActiv   = "append_activity"
+	opListActivity  = "list_activity"
+	opPruneActivity = "prune_activity"
+	opPutSecret     = "put_secret"
+	opGetSecret     = "get_secret"
+	opDeleteSecret  = "delete_secret"
+	opListSecrets   = "list_secrets"
+	opReplaceSecret = "replace_secret"
+	opPutFlow       = "put_oauth_flow"
+	opTakeFlow      = "take_oauth_flow"
+	opAppendAudit   = "append_audit"
+	opListAudit     = "list_audit"
+	opPing          = "ping"
+	opMigrate       = "migrate"
+)
+
+var allOps = []string{
+	opPutResult, opResultWindow, opSweepResults, opAppendActiv, opListActivity, opPruneActivity,
+	opPutSecret, opGetSecret, opDeleteSecret, opListSecrets, opReplaceSecret,
+	opPutFlow, opTakeFlow, opAppendAudit, opListAudit, opPing, opMigrate,
+}
+
+// metrics are connecta_store_operation_duration_seconds{op} and
+// connecta_store_errors_total{op} (DECISIONS.md, "Metrics added"); every op
+// exists at zero from the start.
+type metrics struct {
+	duration *prometheus.HistogramVec
+	errors   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "connecta_store_operation_duration_seconds",
+			Help:    "Duration of store operations, by operation.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"op"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_store_errors_total",
+			Help: "Store operations that failed in the backend, by operation.",
+		}, []string{"op"}),
+	}
+	for _, op := range allOps {
+		m.duration.WithLabelValues(op)
+		m.errors.WithLabelValues(op)
+	}
+	if reg != nil {
+		reg.MustRegister(m.duration, m.errors)
+	}
+	return m
+}
+
+// observe records one operation. A caller's own cancellation is not a
+// backend error and is not counted as one.
+func (m *metrics) observe(ctx context.Context, op string, start time.Time, err error) {
+	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		m.errors.WithLabelValues(op).Inc()
+	}
+}
