@@ -65,6 +65,10 @@ type Requests struct {
 	QueueTimeout time.Duration
 	RetryAfter   time.Duration
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// it holds a permit (408 after it); below QueueTimeout, so a queued
+	// caller waits at most this long behind slow senders.
+	BodyTimeout time.Duration
 }
 
 // Executor configures the sandbox pool (supervisor).
@@ -141,7 +145,11 @@ type Connector struct {
 	// OAuth is set for `oauth: {}` (downstream OAuth; url connectors only).
 	OAuth *OAuth
 
-	MaxConcurrency   int
+	MaxConcurrency int
+	// SharedSession (url connectors only) is the operator's statement that
+	// the downstream is stateless: every execution and top-level call
+	// shares one MCP session instead of opening its own (P4).
+	SharedSession    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 
@@ -201,6 +209,7 @@ const (
 	DefaultRequestsQueueTimeout = 5000 * time.Millisecond
 	DefaultRequestsRetryAfter   = 1000 * time.Millisecond
 	DefaultRequestsMaxBodyBytes = 10 << 20 // 10,485,760
+	DefaultRequestsBodyTimeout  = 2000 * time.Millisecond
 
 	DefaultExecutorConcurrency       = 2
 	DefaultExecutorMaxQueueSize      = 32
@@ -255,6 +264,7 @@ func defaults() *Config {
 			QueueTimeout: DefaultRequestsQueueTimeout,
 			RetryAfter:   DefaultRequestsRetryAfter,
 			MaxBodyBytes: DefaultRequestsMaxBodyBytes,
+			BodyTimeout:  DefaultRequestsBodyTimeout,
 		},
 		Executor: Executor{
 			Concurrency:       DefaultExecutorConcurrency,

@@ -326,6 +326,15 @@ func (d *decoder) str(n *yaml.Node, field string) (string, bool) {
 	return n.Value, true
 }
 
+func (d *decoder) boolean(n *yaml.Node, field string) (bool, bool) {
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		d.fail(n, field, "expected true or false, got %s", kindName(n))
+		return false, false
+	}
+	return v, true
+}
+
 func (d *decoder) integer(n *yaml.Node, field string, lo, hi int64) (int64, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		d.fail(n, field, "expected an integer, got %s", kindName(n))
@@ -445,7 +454,18 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
 			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
 			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
-		}, nil, nil)
+			{"bodyTimeoutMs", 1, maxWaitMs, msInto(&r.BodyTimeout)},
+		}, nil, func(fs map[string]entry) {
+			// A caller queued behind slow senders must get a permit before
+			// its own queue wait ends.
+			if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {
+				n, which := e.val, " (the default)"
+				if be, ok := fs["bodyTimeoutMs"]; ok {
+					n, which = be.val, ""
+				}
+				d.fail(n, "requests.bodyTimeoutMs", "%d%s must be below requests.queueTimeoutMs (%d)", r.BodyTimeout.Milliseconds(), which, r.QueueTimeout.Milliseconds())
+			}
+		})
 	}
 	if e, ok := fs["executor"]; ok {
 		x := &c.Executor
@@ -643,7 +663,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) bool {
 	return len(e.val.Content) > 0
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -773,6 +793,16 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 	if e, ok := fs["maxConcurrency"]; ok {
 		if v, ok := d.integer(e.val, path+".maxConcurrency", 1, 1024); ok {
 			c.MaxConcurrency = int(v)
+		}
+	}
+	if e, ok := fs["sharedSession"]; ok {
+		if v, ok := d.boolean(e.val, path+".sharedSession"); ok {
+			switch {
+			case v && c.URL == "" && len(kinds) == 1:
+				d.fail(e.key, path+".sharedSession", "applies only to url connectors (a stdio or builtin connector is always one shared session)")
+			default:
+				c.SharedSession = v
+			}
 		}
 	}
 	roLines := map[string]int{}

@@ -192,7 +192,7 @@ func (c *connector) session(ctx context.Context) (*liveSession, error) {
 			}
 		}
 	}
-	ls, err := c.connect(ctx)
+	ls, err := c.connect(ctx, false)
 	c.mu.Lock()
 	if err != nil {
 		if c.kind == kindStdio && ctx.Err() == nil {
@@ -229,7 +229,10 @@ func stdioBackoff(n int) time.Duration {
 	return min(d, stdioRestartBackoffMax)
 }
 
-func (c *connector) connect(ctx context.Context) (*liveSession, error) {
+// connect opens a session. A scoped one (P4) opens no standalone SSE
+// stream: it lives for one execution or call, and the connector's own
+// session hears list changes.
+func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "connecta", Version: c.g.opts.Version}, &mcp.ClientOptions{
 		Logger:       c.logger,
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
@@ -244,7 +247,7 @@ func (c *connector) connect(ctx context.Context) (*liveSession, error) {
 	var transport mcp.Transport
 	switch c.kind {
 	case kindHTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: c.spec.URL, HTTPClient: c.http}
+		transport = &mcp.StreamableClientTransport{Endpoint: c.spec.URL, HTTPClient: c.http, DisableStandaloneSSE: scoped}
 	case kindStdio:
 		proc, err := c.startStdio(ctx)
 		if err != nil {

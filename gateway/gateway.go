@@ -41,6 +41,10 @@ type ConnectorSpec struct {
 
 	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
 
+	// SharedSession (HTTP only): every scope shares the connector's one
+	// downstream session instead of opening its own (P4, scoped.go).
+	SharedSession bool
+
 	// Operator classification of tools the downstream leaves unannotated:
 	// ReadOnly makes a tool callable without approval, ApprovalRequired
 	// forces approval (and wins when a tool is in both lists: fail closed).

@@ -26,6 +26,7 @@ type Scope struct {
 
 	mu       sync.Mutex
 	catalogs map[string]*catalogEntry
+	sess     scopedSessions // P4: per-scope downstream sessions (scoped.go)
 }
 
 // NewScope opens a request scope.
@@ -34,8 +35,12 @@ func (g *Gateway) NewScope() *Scope {
 	return &Scope{g: g, ctx: ctx, cancel: cancel, catalogs: map[string]*catalogEntry{}}
 }
 
-// Close aborts the scope's in-flight calls (they end `cancelled`).
-func (s *Scope) Close() { s.cancel() }
+// Close aborts the scope's in-flight calls (they end `cancelled`), then
+// closes the downstream sessions the scope opened (P4).
+func (s *Scope) Close() {
+	s.cancel()
+	s.closeSessions()
+}
 
 func (s *Scope) catalog(ctx context.Context, c *connector, operation string) (*catalogEntry, *Error) {
 	s.mu.Lock()
@@ -231,7 +236,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	res.Attempts = 1
 	ex := &exchange{}
 	t2 := g.now()
-	raw, result, err := c.call(withExchange(callCtx, ex), toolName, args)
+	raw, result, err := c.call(withExchange(callCtx, ex), scope, toolName, args)
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
 		if callCtx.Err() != nil {
@@ -365,8 +370,15 @@ func quote(s string) string { return jstext.Quote(s) }
 
 // call makes the one tools/call attempt. A 404 session expiry means the
 // downstream never processed the request: reconnect once and send it then.
-func (c *connector) call(ctx context.Context, name string, args json.RawMessage) ([]byte, *mcp.CallToolResult, error) {
-	ls, err := c.session(ctx)
+func (c *connector) call(ctx context.Context, scope *Scope, name string, args json.RawMessage) ([]byte, *mcp.CallToolResult, error) {
+	// P4: an HTTP connector's call runs on its scope's own session unless
+	// the operator declared the downstream stateless (scoped.go).
+	session, drop := c.session, c.drop
+	if scope != nil && c.perScope() {
+		session = func(ctx context.Context) (*liveSession, error) { return scope.session(ctx, c) }
+		drop = func(ls *liveSession) { scope.forget(c, ls) }
+	}
+	ls, err := session(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,18 +388,18 @@ func (c *connector) call(ctx context.Context, name string, args json.RawMessage)
 		raw, _ := slot.get()
 		slot.release()
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
-			c.drop(ls)
+			drop(ls)
 			if ex := exchangeFrom(ctx); ex != nil {
 				ex.reset()
 			}
-			if ls, err = c.session(ctx); err != nil {
+			if ls, err = session(ctx); err != nil {
 				return nil, nil, err
 			}
 			continue
 		}
 		if err != nil {
 			if !isRPCError(err) && ctx.Err() == nil {
-				c.drop(ls)
+				drop(ls)
 			}
 			return nil, nil, err
 		}

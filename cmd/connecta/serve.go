@@ -161,7 +161,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		Requests: server.RequestLimits{
 			MaxActive: cfg.Requests.MaxActive, MaxQueue: cfg.Requests.MaxQueue,
 			QueueTimeout: cfg.Requests.QueueTimeout, RetryAfter: cfg.Requests.RetryAfter,
-			MaxBodyBytes: cfg.Requests.MaxBodyBytes,
+			MaxBodyBytes: cfg.Requests.MaxBodyBytes, BodyTimeout: cfg.Requests.BodyTimeout,
 		},
 		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
 		HostCallTimeout:      cfg.Execute.HostCallTimeout,
@@ -198,6 +198,7 @@ func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			ID: c.ID, Title: c.Title, Description: c.Description, Guide: c.Guide,
 			URL: c.URL, Command: c.Command,
 			MaxConcurrency: c.MaxConcurrency,
+			SharedSession:  c.SharedSession,
 			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth: c.OAuth != nil,
 		}
