@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/oauth/oauthstore"
 	"github.com/connecta-dev/connecta/store"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
@@ -36,7 +37,7 @@ func replicaStore(t *testing.T, url string, key []byte) oauth.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return oauth.NewVaultStore(v, st, oauth.NewPostgresLocks(db))
+	return oauthstore.NewVaultStore(v, st, oauthstore.NewPostgresLocks(db))
 }
 
 // TestReplicasShareFlowAndGrant: a flow started on replica A completes with
@@ -112,7 +113,7 @@ func TestWithoutVaultFlowRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRig(t, oidctest.Options{}, oauth.NewVaultStore(v, st, nil))
+	r := newRig(t, oidctest.Options{}, oauthstore.NewVaultStore(v, st, nil))
 	_, gerr := r.m.Authorize(ctx, "tracker", false, oauth.Caller{})
 	if gerr == nil || gerr.Code != oauth.CodeUnavailable || !strings.Contains(gerr.Message, "vault.keys") {
 		t.Fatalf("Authorize without a vault: %v", gerr)

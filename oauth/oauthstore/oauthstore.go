@@ -1,4 +1,10 @@
-package oauth
+// Package oauthstore keeps downstream OAuth state (package oauth) in
+// connecta's store, sealed by its vault: grants, client registrations and
+// pending flows as vault values of kinds oauth_grant, oauth_client and
+// oauth_flow, with PostgreSQL advisory locks so that one replica at a time
+// refreshes a grant. It is a separate package so that the gateway, which
+// every sandbox child links, does not link the store's drivers.
+package oauthstore
 
 import (
 	"context"
@@ -8,18 +14,10 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/vault"
 )
-
-// ErrVaultNotConfigured: grants and flows cannot be kept because there is
-// no vault; its text names the configuration to add.
-var ErrVaultNotConfigured = errors.New("connecta cannot keep OAuth grants: the vault is not configured (add vault.keys and vault.active)")
-
-// Locker holds a named lock, across replicas when the implementation says so.
-type Locker interface {
-	Lock(ctx context.Context, key string) (unlock func(), err error)
-}
 
 // VaultStore is the Store over connecta's store and vault: every value is
 // sealed by the vault (kinds oauth_grant, oauth_client, oauth_flow, with
@@ -29,38 +27,15 @@ type Locker interface {
 type VaultStore struct {
 	v       *vault.Vault
 	durable bool
-	locks   Locker
+	locks   oauth.Locker
 }
 
 // NewVaultStore builds the store; locks nil means in-process locks.
-func NewVaultStore(v *vault.Vault, st store.Store, locks Locker) *VaultStore {
+func NewVaultStore(v *vault.Vault, st store.Store, locks oauth.Locker) *VaultStore {
 	if locks == nil {
-		locks = newProcessLocks()
+		locks = oauth.NewProcessLocks()
 	}
 	return &VaultStore{v: v, durable: st.Durable(), locks: locks}
-}
-
-func kindOf(name string) string {
-	switch name {
-	case "grant":
-		return vault.KindOAuthGrant
-	case "client":
-		return vault.KindOAuthClient
-	default:
-		return vault.KindOAuthFlow
-	}
-}
-
-func vaultErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, vault.ErrNotConfigured):
-		return ErrVaultNotConfigured
-	case errors.Is(err, vault.ErrNotFound), errors.Is(err, store.ErrNotFound):
-		return ErrNotFound
-	}
-	return err
 }
 
 func (s *VaultStore) Seal(ctx context.Context, connector, name string, value []byte) error {
@@ -83,34 +58,32 @@ func (s *VaultStore) Lock(ctx context.Context, connector, name string) (func(), 
 
 func (s *VaultStore) Durable() bool { return s.durable }
 
-// processLocks are named mutexes that honour ctx.
-type processLocks struct {
-	mu    sync.Mutex
-	locks map[string]chan struct{}
+func kindOf(name string) string {
+	switch name {
+	case "grant":
+		return vault.KindOAuthGrant
+	case "client":
+		return vault.KindOAuthClient
+	default:
+		return vault.KindOAuthFlow
+	}
 }
 
-func newProcessLocks() *processLocks { return &processLocks{locks: map[string]chan struct{}{}} }
-
-func (p *processLocks) Lock(ctx context.Context, key string) (func(), error) {
-	p.mu.Lock()
-	ch := p.locks[key]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		p.locks[key] = ch
+func vaultErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, vault.ErrNotConfigured):
+		return oauth.ErrVaultNotConfigured
+	case errors.Is(err, vault.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		return oauth.ErrNotFound
 	}
-	p.mu.Unlock()
-	select {
-	case ch <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-ch }) }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return err
 }
 
 // driverBad makes database/sql discard a connection instead of pooling it
 // (one that may still hold an advisory lock).
-var driverBad = driver.ErrBadConn
+func driverBad(any) error { return driver.ErrBadConn }
 
 // PostgresLocks are session advisory locks on one database, so that one
 // replica at a time refreshes a grant. Each held lock pins a connection.
@@ -129,7 +102,7 @@ func (p *PostgresLocks) Lock(ctx context.Context, key string) (func(), error) {
 	}
 	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", key); err != nil {
 		// The connection may still hold a half-acquired lock: discard it.
-		_ = conn.Raw(func(any) error { return driverBad })
+		_ = conn.Raw(driverBad)
 		conn.Close()
 		return nil, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
@@ -137,7 +110,7 @@ func (p *PostgresLocks) Lock(ctx context.Context, key string) (func(), error) {
 	return func() {
 		once.Do(func() {
 			if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtextextended($1, 0))", key); err != nil {
-				_ = conn.Raw(func(any) error { return driverBad })
+				_ = conn.Raw(driverBad)
 			}
 			conn.Close()
 		})
