@@ -131,6 +131,10 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 		shaped = c.shape(res)
 	}
 	out, err := s.callSuccess(ctx, res, c, shaped, start, callDone)
+	if isStoreDown(err) {
+		s.log.Warn("call_tool: the result needed the stash and the store is unavailable", "error", err.Error())
+		return s.callFailure(storeUnavailable(err), c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil
+	}
 	if err != nil {
 		e := gateway.Errorf(gateway.CodeResultProcessingFailed, false, "Result processing failed: %v", err)
 		return s.callFailure(e, c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil

@@ -221,7 +221,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	h := &harness{down: newDownstream(t), registry: prometheus.NewRegistry()}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var err error
-	h.activity, err = activity.New(activity.Options{Ring: 1000, Logger: log, ServerName: "connecta", ServerVersion: "test"})
+	h.activity, err = activity.New(activity.Options{Logger: log, ServerName: "connecta", ServerVersion: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

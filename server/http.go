@@ -361,18 +361,3 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	_ = encodeJSON(w, h)
 }
 
-// serveActivity returns recent payload-free activity events, newest first.
-func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
-	limit := activityDefaultLimit
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeJSONError(w, http.StatusBadRequest, "invalid_args", "limit must be a positive integer.")
-			return
-		}
-		limit = min(n, activityMaxLimit)
-	}
-	events := s.recentActivity(limit)
-	w.Header().Set("Content-Type", "application/json")
-	_ = encodeJSON(w, map[string]any{"events": events})
-}

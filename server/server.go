@@ -441,17 +441,6 @@ func sanitizeExecutorName(name string) string {
 	return string(out)
 }
 
-func (s *Server) recentActivity(limit int) []activity.Event {
-	if s.opts.Activity == nil {
-		return []activity.Event{}
-	}
-	events := s.opts.Activity.Recent(limit)
-	if events == nil {
-		events = []activity.Event{}
-	}
-	return events
-}
-
 func encodeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
