@@ -115,6 +115,7 @@ type Gateway struct {
 	order      []string
 	metrics    *metrics
 	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
+	progress   progressRoutes    // downstream progress back to the call that asked
 
 	life   context.Context
 	stop   context.CancelFunc
@@ -167,7 +168,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if g.maxBody <= 0 {
 		g.maxBody = MaxResponseBodyBytes
 	}
-	m, err := newMetrics(opts.Metrics)
+	m, err := newMetrics(opts.Metrics, opts.Observer, opts.Validator)
 	if err != nil {
 		return nil, err
 	}

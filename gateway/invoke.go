@@ -83,6 +83,11 @@ type CallRequest struct {
 	// (after its own projection and serialization); nil measures the S5
 	// value's serialized bytes.
 	InlineBytes func(*CallResult) int
+
+	// Progress, when set, asks the downstream for progress notifications
+	// and receives each one's message ("" when it has none) while the call
+	// runs (issue 10). Calls come from the connector's session, in order.
+	Progress func(message string)
 }
 
 // CallResult is a call's outcome. On success Value is the S5-unwrapped value
@@ -236,7 +241,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	res.Attempts = 1
 	ex := &exchange{}
 	t2 := g.now()
-	raw, result, err := c.call(withExchange(callCtx, ex), scope, toolName, args)
+	raw, result, err := c.call(withProgress(withExchange(callCtx, ex), req.Progress), scope, toolName, args)
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
 		if callCtx.Err() != nil {
@@ -276,12 +281,7 @@ func (g *Gateway) learn(t *Tool, value json.RawMessage) {
 	if g.opts.Observer == nil || len(t.OutputSchema) > 0 || len(t.Definition) == 0 {
 		return
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			g.logger.Warn("output observation failed", "connector", t.ConnectorID)
-		}
-	}()
-	g.opts.Observer.Learn(t.Definition, value)
+	g.opts.Observer.Learn(t.Definition, value) // recovers, logs and counts its own panics
 }
 
 // record writes the call's one activity event (V1–V3): canonical address
@@ -382,9 +382,11 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	if err != nil {
 		return nil, nil, err
 	}
+	meta, endProgress := c.g.progressMeta(ctx)
+	defer endProgress()
 	for attempt := 0; ; attempt++ {
 		slot := &rawSlot{}
-		result, err := ls.cs.CallTool(withRawSlot(ctx, slot), &mcp.CallToolParams{Name: name, Arguments: args})
+		result, err := ls.cs.CallTool(withRawSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
 		raw, _ := slot.get()
 		slot.release()
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
