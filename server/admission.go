@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ type admission struct {
 	maxQueue     int
 	queueTimeout time.Duration
 	retryAfter   time.Duration
+	log          *slog.Logger // nil: no log lines
 
 	mu      sync.Mutex
 	active  int
@@ -100,6 +102,11 @@ func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duratio
 		admitted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "connecta_requests_admitted_total", Help: "MCP requests admitted.",
 		}),
+	}
+	// Every reason exists at zero from start, so an alert on it can fire
+	// on a fresh server.
+	for _, r := range []string{"queue_full", "queue_timeout", "shutting_down"} {
+		m.rejected.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.active, m.queued, m.rejected, m.queueWait, m.admitted} {
 		if err := reg.Register(c); err != nil {
@@ -193,6 +200,9 @@ func (a *admission) admitted(waited time.Duration) {
 func (a *admission) reject(reason string) {
 	if a.metrics != nil {
 		a.metrics.rejected.WithLabelValues(reason).Inc()
+	}
+	if a.log != nil && reason != "shutting_down" {
+		a.log.Warn("request rejected: server overloaded", "reason", reason, "maxActive", a.maxActive, "maxQueue", a.maxQueue)
 	}
 }
 

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -93,10 +93,10 @@ type Options struct {
 	// must answer from state the store already has, without a round trip.
 	StoreState func() StoreState
 
-	Tokens         []Token // none = loopback clients only
+	Tokens []Token // none = loopback clients only
 	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
 	// callback and client metadata document are served under /oauth/.
-	OAuth OAuthFlows
+	OAuth          OAuthFlows
 	TrustedOrigins []string
 	// PublicURL is where clients reach the server (e.g. through a local
 	// reverse proxy); its host passes the DNS-rebinding check and its origin
@@ -114,7 +114,10 @@ type Options struct {
 
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
-	Logger   *slog.Logger
+	// MetricsElsewhere leaves /metrics off Handler: the caller serves
+	// MetricsHandler on its own listener (metricsListen).
+	MetricsElsewhere bool
+	Logger           *slog.Logger
 }
 
 // Server serves the seven tools. Safe for concurrent use.
@@ -207,6 +210,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	s.admission.log = log
 	s.metrics = &serverMetrics{
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "connecta_http_requests_total", Help: "HTTP requests by route and status.",

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"container/list"
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -13,6 +14,7 @@ type admission struct {
 	slots, maxQueue int
 	timeout         time.Duration
 	m               *metrics
+	log             *slog.Logger
 
 	mu       sync.Mutex
 	active   int
@@ -48,13 +50,14 @@ type Snapshot struct {
 	QueueWaitMax    time.Duration
 }
 
-func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics) *admission {
-	a := &admission{slots: slots, maxQueue: maxQueue, timeout: timeout, m: m, closedCh: make(chan struct{})}
+func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics, log *slog.Logger) *admission {
+	a := &admission{slots: slots, maxQueue: maxQueue, timeout: timeout, m: m, log: log, closedCh: make(chan struct{})}
 	m.slots.Set(float64(slots))
 	return a
 }
 
 func (a *admission) overloaded(msg string) *ExecError {
+	a.log.Warn("execution rejected: executor overloaded", "reason", msg, "slots", a.slots, "maxQueue", a.maxQueue)
 	return &ExecError{Code: CodeOverloaded, Message: msg, Retryable: true, RetryAfterMs: a.timeout.Milliseconds()}
 }
 

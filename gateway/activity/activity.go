@@ -7,6 +7,7 @@ package activity
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -157,7 +158,12 @@ func (r *Recorder) Record(e Event) {
 	}
 	r.mu.Unlock()
 
-	r.logger.Info("activity",
+	// A success is routine (debug); a failure is what an operator looks for.
+	level := slog.LevelInfo
+	if e.Outcome == OutcomeSuccess {
+		level = slog.LevelDebug
+	}
+	r.logger.Log(context.Background(), level, "activity",
 		slog.String("id", e.ID),
 		slog.String("requestId", e.RequestID),
 		slog.String("actor", e.Actor),
