@@ -1,7 +1,7 @@
 # connecta — build, test, engine build.
 GO ?= go
 
-.PHONY: build test test-long fuzz wasm wasm-verify bench bench-go
+.PHONY: build test test-long fuzz wasm wasm-verify bench bench-go wazero wazero-verify
 
 # Version stamp for `connecta version` (main.version, main.commit); without
 # git, the binary falls back to what Go records, then to "dev".
@@ -63,6 +63,29 @@ wasm-verify:
 	if [ "$$want" != "$$got" ]; then \
 		echo "toolchain drift: rebuilt quickjs.wasm is $$got, committed quickjs.wasm.sha256 is $$want" >&2; exit 1; \
 	fi && echo "wasm-verify: quickjs.wasm $$got reproduced"
+
+# wazero: the build uses third_party/wazero (a replace in go.mod), derived
+# from the pristine release below plus third_party/wazero.patch (its header
+# says why). `make wazero` re-derives it after the patch changes;
+# `make wazero-verify` (CI) re-derives it in a temp dir and fails on any
+# difference from the committed tree.
+WAZERO_VERSION := v1.12.0
+WAZERO_SUM := h1:DuWcpNu/FzgEXgGBDp8J1Spc+CWOvvtvVyjKlaZopYU=
+export WAZERO_VERSION WAZERO_SUM
+
+wazero:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	third_party/derive-wazero.sh "$$tmp/wazero" && \
+	rm -rf third_party/wazero && cp -r "$$tmp/wazero" third_party/wazero && \
+	echo "wazero: third_party/wazero re-derived from $(WAZERO_VERSION) + third_party/wazero.patch"
+
+wazero-verify:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	third_party/derive-wazero.sh "$$tmp/wazero" && \
+	if ! diff -r "$$tmp/wazero" third_party/wazero >"$$tmp/diff"; then \
+		head -50 "$$tmp/diff" >&2; \
+		echo "wazero-verify: third_party/wazero differs from $(WAZERO_VERSION) + third_party/wazero.patch (run make wazero)" >&2; exit 1; \
+	fi && echo "wazero-verify: third_party/wazero is $(WAZERO_VERSION) + third_party/wazero.patch"
 
 # --- integration: third-party MCP server and load (owner: INTEGRATION) ---
 .PHONY: everything test-everything-http load

@@ -68,6 +68,10 @@ type Requests struct {
 	QueueTimeout time.Duration
 	RetryAfter   time.Duration
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// it holds a permit (408 after it); below QueueTimeout, so a queued
+	// caller waits at most this long behind slow senders.
+	BodyTimeout time.Duration
 }
 
 // Executor configures the sandbox pool (supervisor).
@@ -208,6 +212,7 @@ const (
 	DefaultRequestsQueueTimeout = 5000 * time.Millisecond
 	DefaultRequestsRetryAfter   = 1000 * time.Millisecond
 	DefaultRequestsMaxBodyBytes = 10 << 20 // 10,485,760
+	DefaultRequestsBodyTimeout  = 2000 * time.Millisecond
 
 	DefaultExecutorConcurrency       = 2
 	DefaultExecutorMaxQueueSize      = 32
@@ -262,6 +267,7 @@ func defaults() *Config {
 			QueueTimeout: DefaultRequestsQueueTimeout,
 			RetryAfter:   DefaultRequestsRetryAfter,
 			MaxBodyBytes: DefaultRequestsMaxBodyBytes,
+			BodyTimeout:  DefaultRequestsBodyTimeout,
 		},
 		Executor: Executor{
 			Concurrency:       DefaultExecutorConcurrency,

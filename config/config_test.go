@@ -157,7 +157,7 @@ func TestDefaults_AsPinned(t *testing.T) {
 		File:   "empty.yaml",
 		Listen: "127.0.0.1:8787",
 		Requests: Requests{MaxActive: 16, MaxQueue: 32, QueueTimeout: 5 * time.Second,
-			RetryAfter: time.Second, MaxBodyBytes: 10485760},
+			RetryAfter: time.Second, MaxBodyBytes: 10485760, BodyTimeout: 2 * time.Second},
 		Executor: Executor{Concurrency: 2, MaxQueueSize: 32, QueueTimeout: 5 * time.Second, Spares: 2,
 			MaxSpares: 8, SpareIdle: 30 * time.Second, Timeout: 30 * time.Second, CPUTime: 250 * time.Millisecond, MemoryLimitBytes: 67108864,
 			MaxStackSizeBytes: 1048576},
@@ -174,7 +174,7 @@ func TestDefaults_AsPinned(t *testing.T) {
 	explicit := `
 listen: 127.0.0.1:8787
 publicUrl: ""
-requests: {maxActive: 16, maxQueue: 32, queueTimeoutMs: 5000, retryAfterMs: 1000, maxBodyBytes: 10485760}
+requests: {maxActive: 16, maxQueue: 32, queueTimeoutMs: 5000, retryAfterMs: 1000, maxBodyBytes: 10485760, bodyTimeoutMs: 2000}
 executor:
   concurrency: 2
   maxQueueSize: 32

@@ -466,7 +466,18 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
 			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
 			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
-		}, nil, nil)
+			{"bodyTimeoutMs", 1, maxWaitMs, msInto(&r.BodyTimeout)},
+		}, nil, func(fs map[string]entry) {
+			// A caller queued behind slow senders must get a permit before
+			// its own queue wait ends.
+			if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {
+				n, which := e.val, " (the default)"
+				if be, ok := fs["bodyTimeoutMs"]; ok {
+					n, which = be.val, ""
+				}
+				d.fail(n, "requests.bodyTimeoutMs", "%d%s must be below requests.queueTimeoutMs (%d)", r.BodyTimeout.Milliseconds(), which, r.QueueTimeout.Milliseconds())
+			}
+		})
 	}
 	if e, ok := fs["executor"]; ok {
 		x := &c.Executor

@@ -98,6 +98,10 @@ func LogCountMarker(maxEntries int) string {
 type EngineOptions struct {
 	// CacheDir is the wazero compilation cache directory. Empty compiles in
 	// memory (about 280 ms). The engine never looks at the environment.
+	// The directory is trusted: its entries are native code that runs as it
+	// is, so a module found there is loaded without validating its function
+	// bodies again (our wazero patch, third_party/wazero.patch). The caller
+	// must make sure nobody else can write it (the sandbox checks ours, 0700).
 	CacheDir string
 	// MemoryLimitBytes caps wasm linear memory (the backstop above the JS
 	// heap limit). Zero picks a cap comfortably above DefaultHeapBytes.

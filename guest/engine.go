@@ -117,7 +117,11 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	compiled, err := rt.CompileModule(ctx, quickjswasm.Binary())
+	compileCtx := ctx
+	if opts.CacheDir != "" {
+		compileCtx = experimental.WithTrustedCompilationCache(ctx)
+	}
+	compiled, err := rt.CompileModule(compileCtx, quickjswasm.Binary())
 	if err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("guest: compile quickjs.wasm: %w", err)

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -53,7 +52,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /metrics", s.metricsEndpoint())
 	}
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
-	mux.Handle("/mcp", s.admitted(s.authenticated(s.bodyCapped(s.originChecked(s.mcpHandler)))))
+	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.mcpHandler))))))
 	if s.opts.OAuth != nil {
 		// A browser arrives here from the authorization server: no bearer.
 		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
@@ -89,6 +88,9 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
+
+// requestLimits are the request limits in force.
+func (s *Server) requestLimits() RequestLimits { return s.opts.Requests }
 
 func (s *Server) writeTimeout() time.Duration {
 	longest := s.opts.ExecutionTimeout
@@ -223,22 +225,6 @@ func isLoopbackRemote(remote string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// bodyCapped refuses a declared oversize body at once and bounds the read of
-// any other before the SDK sees it.
-func (s *Server) bodyCapped(next http.Handler) http.Handler {
-	limit := s.opts.Requests.MaxBodyBytes
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("Request body exceeds %d bytes.", limit))
-			return
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // originChecked refuses cross-origin browser requests (CSRF and DNS

@@ -16,6 +16,8 @@ const (
 	DefaultRetryAfter   = 1000 * time.Millisecond
 	// §14 Node maxBodyBytes.
 	DefaultMaxBodyBytes = 10 << 20
+	// requests.bodyTimeoutMs (DECISIONS).
+	DefaultBodyTimeout = 2000 * time.Millisecond
 	// results.maxInlineBytes (calls.maxResultBytes).
 	DefaultMaxInlineBytes = 50000
 	// execute.hostCallTimeoutMs: call_tool's deadline when timeoutMs is absent.

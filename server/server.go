@@ -72,6 +72,9 @@ type RequestLimits struct {
 	QueueTimeout time.Duration
 	RetryAfter   time.Duration
 	MaxBodyBytes int64
+	// BodyTimeout bounds the arrival of a body once its request holds a
+	// permit (408 after it).
+	BodyTimeout time.Duration
 }
 
 // Options configure a Server. Zero limits take the contract defaults.
@@ -144,6 +147,7 @@ type serverMetrics struct {
 	httpRequests *prometheus.CounterVec
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
+	bodyTimeouts prometheus.Counter
 }
 
 // New builds a Server: tool definitions and schemas are built here, once.
@@ -172,6 +176,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if r.MaxBodyBytes <= 0 {
 		r.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if r.BodyTimeout <= 0 {
+		r.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = DefaultMaxInlineBytes
@@ -223,7 +230,10 @@ func New(opts Options) (*Server, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"tool"}),
 	}
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration} {
+	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
+	})
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.bodyTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}

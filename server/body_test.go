@@ -1,0 +1,147 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connecta-dev/connecta/server"
+)
+
+func postMCP(t testing.TB, url, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// One HTTP request is one unit of admission: a JSON-RPC batch — of any
+// protocol version, with or without MCP-Protocol-Version — is refused with
+// HTTP 400 and −32600 before admission, and nothing in it runs.
+func TestBatch_RefusedBeforeAdmissionForEveryVersion(t *testing.T) {
+	h := newHarness(t, harnessOptions{code: func(h *harness) server.CodeTool { sharedPool(t); return withCode(h) }})
+	var calls []string
+	for i := range 100 {
+		calls = append(calls, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"async () => 1"}}}`, i))
+	}
+	batch := "\n  [" + strings.Join(calls, ",") + "]"
+	before := h.srv.Health().Admission.Requests.Totals.Admitted
+	executed := sharedPool(t).Snapshot().Totals.Admitted
+	for _, version := range []string{"", "2025-03-26", "2025-06-18", "2025-11-25"} {
+		hdr := map[string]string{}
+		if version != "" {
+			hdr["MCP-Protocol-Version"] = version
+		}
+		status, body := postMCP(t, h.url, batch, hdr)
+		if status != http.StatusBadRequest {
+			t.Fatalf("version %q: status %d %s", version, status, body)
+		}
+		var rpc struct {
+			ID    *int `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(body), &rpc); err != nil || rpc.Error.Code != -32600 || rpc.ID != nil {
+			t.Fatalf("version %q: body %s", version, body)
+		}
+	}
+	if after := h.srv.Health().Admission.Requests.Totals.Admitted; after != before {
+		t.Fatalf("a batch was admitted: %d → %d", before, after)
+	}
+	if after := sharedPool(t).Snapshot().Totals.Admitted; after != executed {
+		t.Fatalf("the executor admitted %d programs from a batch", after-executed)
+	}
+}
+
+// trickle opens a raw connection that declares a body and sends it one byte
+// per interval; it returns the status line it got (or the error).
+func trickle(addr string, every time.Duration, stop <-chan struct{}) string {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", addr, len(body)+1000)
+	got := make(chan string, 1)
+	go func() {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- strings.TrimSpace(line)
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case line := <-got:
+			return line
+		case <-stop:
+			return "stopped"
+		case <-t.C:
+			_, _ = c.Write([]byte{body[i%len(body)]})
+		}
+	}
+}
+
+// Sixteen connections trickling their bodies hold every permit for at most
+// the body timeout each: they end 408, and a normal caller queued behind
+// them is served within bodyTimeoutMs + 1 s.
+func TestBodyTimeout_TricklersEnd408AndANormalCallerGetsThrough(t *testing.T) {
+	const bodyTimeout = 700 * time.Millisecond
+	h := newHarness(t, harnessOptions{requests: server.RequestLimits{MaxActive: 16, MaxQueue: 32, QueueTimeout: 5 * time.Second, BodyTimeout: bodyTimeout}})
+	addr := strings.TrimPrefix(h.url, "http://")
+	stop := make(chan struct{})
+	defer close(stop)
+	var wg sync.WaitGroup
+	results := make([]string, 16)
+	for i := range results {
+		wg.Go(func() { results[i] = trickle(addr, 50*time.Millisecond, stop) })
+	}
+	// Let the tricklers take every permit.
+	deadline := time.Now().Add(5 * time.Second)
+	for h.srv.Health().Admission.Requests.Active < 16 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tricklers hold %d permits", h.srv.Health().Admission.Requests.Active)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	cs := h.connect(t, "")
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("normal caller: %v", err)
+	}
+	if waited := time.Since(start); waited > bodyTimeout+time.Second {
+		t.Fatalf("the normal caller waited %s (> bodyTimeout + 1 s)", waited)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if !strings.Contains(r, " 408 ") {
+			t.Errorf("trickler %d ended %q, want 408", i, r)
+		}
+	}
+}
