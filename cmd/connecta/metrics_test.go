@@ -75,7 +75,7 @@ func alertSeries(t *testing.T) []seriesRef {
 	return refs
 }
 
-func get(t *testing.T, url string) (int, string) {
+func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -112,7 +112,7 @@ func TestAlertSeriesExistOnAFreshServer(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if code, _ := get(t, "http://"+listen+"/health"); code == http.StatusOK {
+		if code, _ := httpGet(t, "http://"+listen+"/health"); code == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -120,14 +120,14 @@ func TestAlertSeriesExistOnAFreshServer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, _ := get(t, "http://"+listen+"/metrics"); code != http.StatusNotFound {
+	if code, _ := httpGet(t, "http://"+listen+"/metrics"); code != http.StatusNotFound {
 		t.Errorf("/metrics on listen: %d, want 404 when metricsListen is set", code)
 	}
-	code, body := get(t, "http://"+metrics+"/metrics")
+	code, body := httpGet(t, "http://"+metrics+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics on metricsListen: %d", code)
 	}
-	if c, _ := get(t, "http://"+metrics+"/health"); c != http.StatusNotFound {
+	if c, _ := httpGet(t, "http://"+metrics+"/health"); c != http.StatusNotFound {
 		t.Errorf("/health on metricsListen: %d, want 404 (metrics only)", c)
 	}
 	var lines []string
