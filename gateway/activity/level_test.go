@@ -11,7 +11,7 @@ import (
 // INFO, what an operator's default level shows.
 func TestActivityLog_SuccessAtDebugFailureAtInfo(t *testing.T) {
 	var buf bytes.Buffer
-	r, err := New(Options{Ring: 4, Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	r, err := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
