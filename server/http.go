@@ -463,4 +463,3 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	_ = encodeJSON(w, h)
 }
-

@@ -52,4 +52,3 @@ func (r *benchResult) write(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
