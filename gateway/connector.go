@@ -60,6 +60,8 @@ type connector struct {
 	proc     *stdioshim.Process // the last stdio process started
 	cat      catalogState
 	health   healthState
+
+	gens int // live generations containing this connector; guarded by Gateway.regMu
 }
 
 type healthState struct {

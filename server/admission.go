@@ -138,9 +138,10 @@ func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 	w := &waiter{granted: make(chan struct{})}
 	a.waiters = append(a.waiters, w)
 	a.totals.Queued++
+	wait := a.queueTimeout
 	a.mu.Unlock()
 
-	timer := time.NewTimer(a.queueTimeout)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var cause error
 	select {
@@ -234,6 +235,25 @@ func (a *admission) release() {
 		return // the permit moves to w; active is unchanged
 	}
 	a.active--
+}
+
+// resize applies reloaded limits. Permits held stay held; when the pool
+// grows, waiters take the new permits at once. Waits already timing keep
+// the timeout they started with.
+func (a *admission) resize(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.maxActive, a.maxQueue, a.queueTimeout, a.retryAfter = maxActive, maxQueue, queueTimeout, retryAfter
+	for a.active < a.maxActive && len(a.waiters) > 0 {
+		w := a.waiters[0]
+		a.waiters = a.waiters[1:]
+		if w.done {
+			continue
+		}
+		w.done = true
+		a.active++
+		close(w.granted)
+	}
 }
 
 // close stops admitting: queued requests are refused with errShuttingDown and
