@@ -30,17 +30,9 @@ func (e *catalogEntry) lookup(name string) (*Tool, bool) {
 
 // catalogState is guarded by connector.mu.
 type catalogState struct {
-	entry   *catalogEntry
-	dirty   bool   // list_changed arrived: refresh before serving again
-	gen     uint64 // bumped by list_changed
-	refresh *refreshCall
-}
-
-// refreshCall is the one refresh in flight; waiters share its outcome.
-type refreshCall struct {
-	done  chan struct{}
 	entry *catalogEntry
-	fail  *failure
+	dirty bool   // list_changed arrived: refresh before serving again
+	gen   uint64 // bumped by list_changed
 }
 
 // invalidateCatalog marks the cache stale (notifications/tools/list_changed).
@@ -73,33 +65,41 @@ func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 		c.mu.Unlock()
 		return e, nil
 	}
-	r := c.cat.refresh
-	if r == nil {
-		if c.closed {
-			c.mu.Unlock()
-			return nil, &failure{code: CodeUnavailable, message: "the gateway is shutting down", retryable: true}
-		}
-		r = &refreshCall{done: make(chan struct{})}
-		c.cat.refresh = r
-		c.g.wg.Add(1)
-		go c.runRefresh(r, c.cat.gen)
+	if c.closed {
+		c.mu.Unlock()
+		return nil, &failure{code: CodeUnavailable, message: "the gateway is shutting down", retryable: true}
 	}
+	// Each waiter joins the flight on a goroutine the gateway owns, so one
+	// that gives up returns at once while the refresh (bounded by
+	// CatalogRefreshTimeout and the gateway's life) carries on for the rest.
+	c.g.wg.Add(1)
 	c.mu.Unlock()
+	type outcome struct {
+		entry *catalogEntry
+		err   error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer c.g.wg.Done()
+		v, err, _ := c.refresh.Do("tools/list", c.runRefresh)
+		e, _ := v.(*catalogEntry)
+		done <- outcome{e, err}
+	}()
 	select {
-	case <-r.done:
-		if r.fail != nil {
-			return nil, r.fail
-		}
-		return r.entry, nil
+	case o := <-done:
+		return o.entry, o.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
 // runRefresh lists the catalog on the gateway's lifetime, detached from any
-// one caller so a waiter that gives up does not fail the others.
-func (c *connector) runRefresh(r *refreshCall, gen uint64) {
-	defer c.g.wg.Done()
+// one caller so a waiter that gives up does not fail the others. The error
+// is a *failure.
+func (c *connector) runRefresh() (any, error) {
+	c.mu.Lock()
+	gen := c.cat.gen
+	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.g.life, CatalogRefreshTimeout)
 	defer cancel()
 	ex := &exchange{}
@@ -126,10 +126,11 @@ func (c *connector) runRefresh(r *refreshCall, gen uint64) {
 		c.cat.entry = entry
 		c.cat.dirty = c.cat.gen != gen // a list_changed during the refresh
 	}
-	c.cat.refresh = nil
-	r.entry, r.fail = entry, f
 	c.mu.Unlock()
-	close(r.done)
+	if f != nil {
+		return nil, f
+	}
+	return entry, nil
 }
 
 // listTools reads every cursor page of tools/list, keeping each tool's exact

@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/connecta-dev/connecta/stdioshim"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/singleflight"
 )
 
 type connectorKind int
@@ -59,7 +59,10 @@ type connector struct {
 	lastExit time.Time          // when the last stdio process ended or failed to start
 	proc     *stdioshim.Process // the last stdio process started
 	cat      catalogState
-	health   healthState
+	// refresh is the one catalog refresh in flight; waiters share its
+	// outcome (golang.org/x/sync/singleflight).
+	refresh singleflight.Group
+	health  healthState
 
 	gens int // live generations containing this connector; guarded by Gateway.regMu
 }

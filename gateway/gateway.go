@@ -170,7 +170,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if g.maxBody <= 0 {
 		g.maxBody = MaxResponseBodyBytes
 	}
-	m, err := newMetrics(opts.Metrics)
+	m, err := newMetrics(opts.Metrics, opts.Observer, opts.Validator)
 	if err != nil {
 		return nil, err
 	}

@@ -287,12 +287,7 @@ func (g *Gateway) learn(t *Tool, value json.RawMessage) {
 	if g.opts.Observer == nil || len(t.OutputSchema) > 0 || len(t.Definition) == 0 {
 		return
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			g.logger.Warn("output observation failed", "connector", t.ConnectorID)
-		}
-	}()
-	g.opts.Observer.Learn(t.Definition, value)
+	g.opts.Observer.Learn(t.Definition, value) // recovers, logs and counts its own panics
 }
 
 // record writes the call's one activity event (V1–V3): canonical address

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/connecta-dev/connecta/gateway/observe"
+	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,9 +19,22 @@ type metrics struct {
 	refreshS  *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator *validate.Validator) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
+	}
+	// Recovered panics (a bug in observation or validation: the call went on
+	// without it) are counted here and logged where they happen.
+	var extra []prometheus.Collector
+	for _, c := range []struct {
+		name   string
+		panics func() uint64
+	}{{"observe", observer.Panics}, {"validate", validator.Panics}} {
+		extra = append(extra, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "connecta_recovered_panics_total",
+			Help:        "Panics recovered in output observation or argument validation (the call went on without it).",
+			ConstLabels: prometheus.Labels{"component": c.name},
+		}, func() float64 { return float64(c.panics()) }))
 	}
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -41,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
 		}, []string{"connector"}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS} {
+	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS}, extra...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

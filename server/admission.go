@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	admissionq "github.com/connecta-dev/connecta/internal/admission"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,30 +17,14 @@ var (
 	errShuttingDown = errors.New("server shutting down")
 )
 
-// admission is the global FIFO request pool of spec-meta-tools §12: a fixed
-// number of active permits, a bounded queue and a queue wait timeout. It is
-// taken before authentication so an unauthenticated flood cannot queue more
-// work than an authenticated one.
+// admission is the global FIFO request pool of docs/DECISIONS.md "Request
+// admission": internal/admission's queue with the server's refusals, /health
+// view and metrics. It is taken before authentication so an unauthenticated
+// flood cannot queue more work than an authenticated one.
 type admission struct {
-	maxActive    int
-	maxQueue     int
-	queueTimeout time.Duration
-	retryAfter   time.Duration
-
-	mu      sync.Mutex
-	active  int
-	waiters []*waiter // FIFO
-	closed  bool
-	totals  AdmissionTotals
-	wait    QueueWaitStats
-
-	metrics *admissionMetrics
-}
-
-type waiter struct {
-	granted chan struct{} // closed when a permit is handed over
-	done    bool          // handed a permit or refused; guarded by admission.mu
-	refused error
+	q          *admissionq.Queue
+	retryAfter atomic.Int64 // time.Duration; a reload may change it
+	metrics    *admissionMetrics
 }
 
 // AdmissionTotals count admission decisions since start.
@@ -79,17 +65,20 @@ type admissionMetrics struct {
 }
 
 func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration, reg prometheus.Registerer) (*admission, error) {
-	a := &admission{maxActive: maxActive, maxQueue: maxQueue, queueTimeout: queueTimeout, retryAfter: retryAfter}
+	a := &admission{
+		q: admissionq.New(admissionq.Options{Active: maxActive, MaxQueue: maxQueue, QueueTimeout: queueTimeout}),
+	}
+	a.retryAfter.Store(int64(retryAfter))
 	if reg == nil {
 		return a, nil
 	}
 	m := &admissionMetrics{
 		active: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "connecta_requests_active", Help: "MCP requests holding an admission permit.",
-		}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(a.active) }),
+		}, func() float64 { return float64(a.q.Active()) }),
 		queued: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "connecta_requests_queued", Help: "MCP requests waiting for an admission permit.",
-		}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(len(a.waiters)) }),
+		}, func() float64 { return float64(a.q.Snapshot().Queued) }),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "connecta_requests_rejected_total", Help: "MCP requests refused by admission, by reason.",
 		}, []string{"reason"}),
@@ -112,83 +101,32 @@ func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duratio
 
 // acquire returns a release function once a permit is held. It fails with
 // errOverloaded (queue full or wait timed out), errShuttingDown, or the
-// context's error when the caller gave up while queued (a free cancel).
+// context's error when the caller gave up (a free cancel).
 func (a *admission) acquire(ctx context.Context) (release func(), err error) {
-	start := time.Now()
-	a.mu.Lock()
-	if a.closed {
-		a.totals.Closed++
-		a.mu.Unlock()
+	waited, err := a.q.Acquire(ctx)
+	switch {
+	case err == nil:
+		if a.metrics != nil {
+			a.metrics.admitted.Inc()
+			a.metrics.queueWait.Observe(waited.Seconds())
+		}
+		var once sync.Once
+		return func() { once.Do(a.q.Release) }, nil
+	case errors.Is(err, admissionq.ErrClosed):
 		a.reject("shutting_down")
 		return nil, errShuttingDown
-	}
-	if a.active < a.maxActive && len(a.waiters) == 0 {
-		a.active++
-		a.totals.Admitted++
-		a.mu.Unlock()
-		a.admitted(0)
-		return a.releaseOnce(), nil
-	}
-	if len(a.waiters) >= a.maxQueue {
-		a.totals.Rejected++
-		a.mu.Unlock()
+	case errors.Is(err, admissionq.ErrQueueFull):
 		a.reject("queue_full")
 		return nil, errOverloaded
+	case errors.Is(err, admissionq.ErrTimeout):
+		a.reject("queue_timeout")
+		return nil, errOverloaded
 	}
-	w := &waiter{granted: make(chan struct{})}
-	a.waiters = append(a.waiters, w)
-	a.totals.Queued++
-	wait := a.queueTimeout
-	a.mu.Unlock()
-
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	var cause error
-	select {
-	case <-w.granted:
-	case <-timer.C:
-		cause = errOverloaded
-	case <-ctx.Done():
-		cause = ctx.Err()
+	var c *admissionq.Cancelled
+	if errors.As(err, &c) {
+		return nil, c.Cause
 	}
-
-	a.mu.Lock()
-	if cause != nil && !w.done {
-		a.removeWaiter(w)
-		w.done = true
-		switch {
-		case errors.Is(cause, errOverloaded):
-			a.totals.Rejected++
-		default:
-			a.totals.Cancelled++
-		}
-		a.mu.Unlock()
-		if errors.Is(cause, errOverloaded) {
-			a.reject("queue_timeout")
-		}
-		return nil, cause
-	}
-	// Granted (possibly racing with a timeout that lost): the permit is ours.
-	refused := w.refused
-	waited := time.Since(start)
-	if refused == nil {
-		a.totals.Admitted++
-		a.recordWait(waited)
-	}
-	a.mu.Unlock()
-	if refused != nil {
-		a.reject("shutting_down")
-		return nil, refused
-	}
-	a.admitted(waited)
-	return a.releaseOnce(), nil
-}
-
-func (a *admission) admitted(waited time.Duration) {
-	if a.metrics != nil {
-		a.metrics.admitted.Inc()
-		a.metrics.queueWait.Observe(waited.Seconds())
-	}
+	return nil, err
 }
 
 func (a *admission) reject(reason string) {
@@ -197,101 +135,31 @@ func (a *admission) reject(reason string) {
 	}
 }
 
-func (a *admission) recordWait(d time.Duration) {
-	ms := d.Milliseconds()
-	a.wait.Count++
-	a.wait.Total += ms
-	if ms > a.wait.Max {
-		a.wait.Max = ms
-	}
-}
-
-func (a *admission) removeWaiter(w *waiter) {
-	for i, x := range a.waiters {
-		if x == w {
-			a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
-			return
-		}
-	}
-}
-
-func (a *admission) releaseOnce() func() {
-	var once sync.Once
-	return func() { once.Do(a.release) }
-}
-
-// release hands the permit to the oldest waiter, or frees it.
-func (a *admission) release() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for len(a.waiters) > 0 {
-		w := a.waiters[0]
-		a.waiters = a.waiters[1:]
-		if w.done {
-			continue
-		}
-		w.done = true
-		close(w.granted)
-		return // the permit moves to w; active is unchanged
-	}
-	a.active--
-}
-
-// resize applies reloaded limits. Permits held stay held; when the pool
-// grows, waiters take the new permits at once. Waits already timing keep
-// the timeout they started with.
-func (a *admission) resize(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.maxActive, a.maxQueue, a.queueTimeout, a.retryAfter = maxActive, maxQueue, queueTimeout, retryAfter
-	for a.active < a.maxActive && len(a.waiters) > 0 {
-		w := a.waiters[0]
-		a.waiters = a.waiters[1:]
-		if w.done {
-			continue
-		}
-		w.done = true
-		a.active++
-		close(w.granted)
-	}
-}
-
 // close stops admitting: queued requests are refused with errShuttingDown and
 // later ones too. Active permits run to completion.
-func (a *admission) close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closed = true
-	for _, w := range a.waiters {
-		if !w.done {
-			w.done = true
-			w.refused = errShuttingDown
-			a.totals.Closed++
-			close(w.granted)
-		}
-	}
-	a.waiters = nil
+func (a *admission) close() { a.q.Close() }
+
+// resize applies reloaded limits (see admissionq.Queue.Resize).
+func (a *admission) resize(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration) {
+	a.q.Resize(maxActive, maxQueue, queueTimeout)
+	a.retryAfter.Store(int64(retryAfter))
 }
 
 // activeCount reports permits in use (for draining).
-func (a *admission) activeCount() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.active
-}
+func (a *admission) activeCount() int { return a.q.Active() }
 
 func (a *admission) snapshot() AdmissionSnapshot {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	s := a.q.Snapshot()
+	t := s.Totals
 	return AdmissionSnapshot{
-		Concurrency:    a.maxActive,
-		MaxQueueSize:   a.maxQueue,
-		QueueTimeoutMs: a.queueTimeout.Milliseconds(),
-		RetryAfterMs:   a.retryAfter.Milliseconds(),
-		Active:         a.active,
-		Queued:         len(a.waiters),
-		Closed:         a.closed,
-		Totals:         a.totals,
-		QueueWaitMs:    a.wait,
+		Concurrency:    s.MaxActive,
+		MaxQueueSize:   s.MaxQueue,
+		QueueTimeoutMs: s.QueueTimeout.Milliseconds(),
+		RetryAfterMs:   time.Duration(a.retryAfter.Load()).Milliseconds(),
+		Active:         s.Active,
+		Queued:         s.Queued,
+		Closed:         s.Closed,
+		Totals:         AdmissionTotals{Admitted: t.Admitted, Queued: t.Queued, Rejected: t.Rejected, Cancelled: t.Cancelled, Closed: t.Closed},
+		QueueWaitMs:    QueueWaitStats{Count: s.WaitCount, Total: s.WaitTotal.Milliseconds(), Max: s.WaitMax.Milliseconds()},
 	}
 }

@@ -1,34 +1,20 @@
 package supervisor
 
 import (
-	"container/list"
 	"context"
-	"sync"
+	"errors"
 	"time"
+
+	admissionq "github.com/connecta-dev/connecta/internal/admission"
 )
 
 // admission is L7: Slots concurrent leases, then a strict FIFO queue of at
-// most MaxQueue waiters, each waiting at most QueueTimeout.
+// most MaxQueue waiters, each waiting at most QueueTimeout. The queue is
+// internal/admission's; this maps its refusals to *ExecError and metrics.
 type admission struct {
-	slots, maxQueue int
-	timeout         time.Duration
-	m               *metrics
-
-	mu       sync.Mutex
-	active   int
-	queue    list.List // of *waiter
-	closed   bool
-	closedCh chan struct{}
-	totals   Totals
-	waitSum  time.Duration
-	waitMax  time.Duration
-	waitN    int64
-}
-
-type waiter struct {
-	granted chan struct{} // closed when handed a slot
-	elem    *list.Element
-	done    bool // granted or removed, under admission.mu
+	q       *admissionq.Queue
+	timeout time.Duration
+	m       *metrics
 }
 
 // Totals count admission decisions since start.
@@ -49,9 +35,13 @@ type Snapshot struct {
 }
 
 func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics) *admission {
-	a := &admission{slots: slots, maxQueue: maxQueue, timeout: timeout, m: m, closedCh: make(chan struct{})}
 	m.slots.Set(float64(slots))
-	return a
+	q := admissionq.New(admissionq.Options{Active: slots, MaxQueue: maxQueue, QueueTimeout: timeout,
+		OnChange: func(active, queued int) {
+			m.inUse.Set(float64(active))
+			m.queued.Set(float64(queued))
+		}})
+	return &admission{q: q, timeout: timeout, m: m}
 }
 
 func (a *admission) overloaded(msg string) *ExecError {
@@ -60,153 +50,45 @@ func (a *admission) overloaded(msg string) *ExecError {
 
 // acquire takes a slot or fails with *ExecError.
 func (a *admission) acquire(ctx context.Context) error {
-	a.mu.Lock()
+	waited, err := a.q.Acquire(ctx)
+	var c *admissionq.Cancelled
 	switch {
-	case a.closed:
-		a.totals.Closed++
-		a.mu.Unlock()
+	case err == nil:
+		a.m.admissions.Inc()
+		a.m.queueWait.Observe(waited.Seconds())
+		return nil
+	case errors.Is(err, admissionq.ErrClosed):
 		a.m.rejections.WithLabelValues("closed").Inc()
 		return &ExecError{Code: CodeClosed, Message: msgClosed}
-	case ctx.Err() != nil:
-		a.totals.Cancelled++
-		a.mu.Unlock()
-		a.m.rejections.WithLabelValues("cancelled").Inc()
-		return &ExecError{Code: CodeCancelled, Message: msgCancelledBefore}
-	case a.active < a.slots && a.queue.Len() == 0:
-		a.active++
-		a.totals.Admitted++
-		a.publishLocked()
-		a.mu.Unlock()
-		a.m.admissions.Inc()
-		a.m.queueWait.Observe(0)
-		return nil
-	case a.queue.Len() >= a.maxQueue:
-		a.totals.Rejected++
-		a.mu.Unlock()
+	case errors.Is(err, admissionq.ErrQueueFull):
 		a.m.rejections.WithLabelValues("queue_full").Inc()
 		return a.overloaded(msgQueueFull)
-	}
-	w := &waiter{granted: make(chan struct{})}
-	w.elem = a.queue.PushBack(w)
-	a.totals.Queued++
-	a.publishLocked()
-	a.mu.Unlock()
-
-	start := time.Now()
-	timer := time.NewTimer(a.timeout)
-	defer timer.Stop()
-	reason := ""
-	select {
-	case <-w.granted:
-	case <-ctx.Done():
-		reason = "cancelled"
-	case <-timer.C:
-		reason = "timeout"
-	case <-a.closedCh:
-		reason = "closed"
-	}
-	a.mu.Lock()
-	switch {
-	case isGranted(w):
-		if reason != "" || a.closed {
-			// Handed a slot in the instant we gave up: pass it on.
-			if reason == "" {
-				reason = "closed"
-			}
-			a.releaseLocked()
-		}
-	case !w.done: // still queued: withdraw
-		w.done = true
-		a.queue.Remove(w.elem)
-		a.publishLocked()
-	default: // removed by close
-		reason = "closed"
-	}
-	switch reason {
-	case "closed":
-		a.totals.Closed++
-	case "cancelled":
-		a.totals.Cancelled++
-	case "timeout":
-		a.totals.Rejected++
-	default:
-		a.totals.Admitted++
-		waited := time.Since(start)
-		a.waitN++
-		a.waitSum += waited
-		a.waitMax = max(a.waitMax, waited)
-	}
-	a.mu.Unlock()
-	switch reason {
-	case "closed":
-		a.m.rejections.WithLabelValues("closed").Inc()
-		return &ExecError{Code: CodeClosed, Message: msgClosed}
-	case "cancelled":
-		a.m.rejections.WithLabelValues("cancelled").Inc()
-		return &ExecError{Code: CodeCancelled, Message: msgCancelledQueued}
-	case "timeout":
+	case errors.Is(err, admissionq.ErrTimeout):
 		a.m.rejections.WithLabelValues("timeout").Inc()
 		return a.overloaded(msgAdmissionTimeout(a.timeout))
+	case errors.As(err, &c):
+		a.m.rejections.WithLabelValues("cancelled").Inc()
+		if c.Queued {
+			return &ExecError{Code: CodeCancelled, Message: msgCancelledQueued}
+		}
+		return &ExecError{Code: CodeCancelled, Message: msgCancelledBefore}
 	}
-	a.m.admissions.Inc()
-	a.m.queueWait.Observe(time.Since(start).Seconds())
-	return nil
-}
-
-func isGranted(w *waiter) bool {
-	select {
-	case <-w.granted:
-		return true
-	default:
-		return false
-	}
+	return err
 }
 
 // release returns a slot, handing it straight to the head waiter.
-func (a *admission) release() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.releaseLocked()
-}
-
-func (a *admission) releaseLocked() {
-	if front := a.queue.Front(); front != nil && !a.closed {
-		w := a.queue.Remove(front).(*waiter)
-		w.done = true
-		close(w.granted) // the slot moves to w; active unchanged
-	} else {
-		a.active--
-	}
-	a.publishLocked()
-}
+func (a *admission) release() { a.q.Release() }
 
 // close refuses new acquisitions and fails every waiter with executor_closed.
-func (a *admission) close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return
-	}
-	a.closed = true
-	close(a.closedCh)
-	for e := a.queue.Front(); e != nil; e = a.queue.Front() {
-		w := a.queue.Remove(e).(*waiter)
-		w.done = true // not granted: the waiter reports closed
-	}
-	a.publishLocked()
-}
-
-func (a *admission) publishLocked() {
-	a.m.inUse.Set(float64(a.active))
-	a.m.queued.Set(float64(a.queue.Len()))
-}
+func (a *admission) close() { a.q.Close() }
 
 func (a *admission) snapshot() Snapshot {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	s := a.q.Snapshot()
+	t := s.Totals
 	return Snapshot{
-		Slots: a.slots, MaxQueue: a.maxQueue, QueueTimeout: a.timeout,
-		Active: a.active, Queued: a.queue.Len(), Closed: a.closed, Totals: a.totals,
-		QueueWaitCount: a.waitN, QueueWaitTotal: a.waitSum, QueueWaitMax: a.waitMax,
+		Slots: s.MaxActive, MaxQueue: s.MaxQueue, QueueTimeout: s.QueueTimeout,
+		Active: s.Active, Queued: s.Queued, Closed: s.Closed,
+		Totals:         Totals{Admitted: t.Admitted, Queued: t.Queued, Rejected: t.Rejected, Cancelled: t.Cancelled, Closed: t.Closed},
+		QueueWaitCount: s.WaitCount, QueueWaitTotal: s.WaitTotal, QueueWaitMax: s.WaitMax,
 	}
 }

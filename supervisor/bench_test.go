@@ -157,3 +157,41 @@ func BenchmarkSpawn_ForkExecNamespaces(b *testing.B) {
 	benchForkExec(b, syscall.CLONE_NEWNET|syscall.CLONE_NEWIPC|syscall.CLONE_NEWNS)
 }
 func BenchmarkSpawn_ForkExecNetNamespace(b *testing.B) { benchForkExec(b, syscall.CLONE_NEWNET) }
+
+// benchBudgetEnd runs a program that spends the whole default guest CPU
+// budget (250 ms) and reports the child's CPU from the run frame to the end
+// (median and worst) and how far past the budget that is. "engine": a loop
+// the engine's interrupt handler stops; "watchdog": a builtin that never
+// polls it, ended by the parent's CPU watch. At most budgetEndRuns runs
+// whatever b.N is (each costs ~0.3 s of CPU), so ns/op means little here.
+func benchBudgetEnd(b *testing.B, code string) {
+	const budgetEndRuns = 20
+	p, _ := newRealPool(b, Options{Slots: 1, Spares: 1})
+	var cpu []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i == budgetEndRuns {
+			break
+		}
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := l.Run(context.Background(), Job{Code: code}, quietHost{})
+		if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != msgCPUBudget(DefaultCPUTime) {
+			b.Fatal(err, res)
+		}
+		cpu = append(cpu, res.ChildCPU)
+	}
+	b.StopTimer()
+	slices.Sort(cpu)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(cpu[len(cpu)/2]), "child-cpu-p50-ms")
+	b.ReportMetric(ms(cpu[len(cpu)-1]), "child-cpu-max-ms")
+	b.ReportMetric(ms(cpu[len(cpu)-1]-DefaultCPUTime), "max-over-budget-ms")
+}
+
+func BenchmarkPool_CPUBudgetEnd(b *testing.B) {
+	b.Run("engine", func(b *testing.B) { benchBudgetEnd(b, "async () => { for (;;) {} }") })
+	b.Run("watchdog", func(b *testing.B) { benchBudgetEnd(b, `async () => new Array(2**31).join("")`) })
+}

@@ -180,6 +180,17 @@ func (c *child) exitStatus() string {
 	return fmt.Sprintf("code %d", c.state.ExitCode())
 }
 
+// cpuTotal is the reaped child's CPU (user + system, every thread); false
+// before it is reaped.
+func (c *child) cpuTotal() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == nil {
+		return 0, false
+	}
+	return c.state.UserTime() + c.state.SystemTime(), true
+}
+
 // crashReport is the message of a child that died on its own.
 func (c *child) crashReport() string {
 	msg := fmt.Sprintf("Sandbox exited unexpectedly (%s).", c.exitStatus())

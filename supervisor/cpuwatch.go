@@ -41,14 +41,17 @@ func newCPUWatch(pid int, budget time.Duration) *cpuWatch {
 	return w
 }
 
-// used is the child's CPU since the start (the last good reading if the
-// clock cannot be read any more: the child is gone).
-func (w *cpuWatch) used() time.Duration {
+// used is the child's CPU since the start. Once the child is reaped its
+// clock is gone: then its final CPU from the reaped rusage, or the last good
+// reading while it is still being reaped.
+func (w *cpuWatch) used(c *child) time.Duration {
 	if !w.ok {
 		return 0
 	}
 	if now, ok := readClock(w.clock); ok {
 		w.last = now - w.base
+	} else if total, ok := c.cpuTotal(); ok {
+		w.last = total - w.base
 	}
 	return w.last
 }
@@ -58,11 +61,11 @@ func (w *cpuWatch) used() time.Duration {
 // NumCPU threads at once, so the next look is (limit - used) / NumCPU of wall
 // time away, never less than cpuCheckMin. A run that waits on host calls
 // costs a reading every few hundred milliseconds.
-func (w *cpuWatch) check() (over bool, next time.Duration) {
+func (w *cpuWatch) check(c *child) (over bool, next time.Duration) {
 	if !w.ok {
 		return false, 0
 	}
-	left := w.limit - w.used()
+	left := w.limit - w.used(c)
 	if left <= 0 {
 		return true, 0
 	}

@@ -101,7 +101,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 	cpu := newCPUWatch(c.pid, s.limits.CPUTime)
 	var cpuCheck <-chan time.Time
 	var recheck func(time.Duration)
-	_, next := cpu.check()
+	_, next := cpu.check(c)
 	if next > 0 { // 0: the clock cannot be read; the engine and RLIMIT_CPU remain
 		cpuTimer := time.NewTimer(next)
 		defer cpuTimer.Stop()
@@ -161,7 +161,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 				s.host.Log(m.Level, m.Text)
 			case ipc.TypeDone:
 				cancelCalls() // a call still pending when the run ends fails cancelled
-				childCPU := cpu.used()
+				childCPU := cpu.used(c)
 				p.retire(c, true)
 				res, err := s.done(m.Done, start)
 				res.ChildCPU = childCPU
@@ -174,7 +174,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 			// says how. Either way stop watching the send.
 			sendErr = nil
 		case <-cpuCheck:
-			over, next := cpu.check()
+			over, next := cpu.check(c)
 			if !over {
 				recheck(next)
 				continue

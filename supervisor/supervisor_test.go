@@ -40,10 +40,13 @@ func TestMain(m *testing.M) {
 type testHost struct {
 	mu        sync.Mutex
 	logs      []string
+	entered   chan string // function names of "slow" calls that reached the host
 	cancelled chan string // function names whose ctx ended
 }
 
-func newTestHost() *testHost { return &testHost{cancelled: make(chan string, 64)} }
+func newTestHost() *testHost {
+	return &testHost{entered: make(chan string, 64), cancelled: make(chan string, 64)}
+}
 
 func (h *testHost) Call(ctx context.Context, provider, fn string, args json.RawMessage) (json.RawMessage, error) {
 	switch {
@@ -52,6 +55,7 @@ func (h *testHost) Call(ctx context.Context, provider, fn string, args json.RawM
 	case fn == "undefined":
 		return nil, nil
 	case fn == "slow":
+		h.entered <- fn
 		<-ctx.Done()
 		h.cancelled <- fn
 		return nil, ctx.Err()
@@ -466,7 +470,8 @@ func TestL2_CancelAbortsHostCallsThenKills(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { _, err := l.Run(ctx, Job{Code: "log:working;calls:2:slow"}, h); errc <- err }()
 	waitFor(t, func() bool { return counter(t, p.m.busy) == 1 && len(h.seen()) == 1 })
-	time.Sleep(50 * time.Millisecond) // let the calls reach the host
+	<-h.entered // both calls reached the host
+	<-h.entered
 	cancel()
 	err := <-errc
 	ee := execErr(t, err, CodeCancelled)

@@ -11,10 +11,13 @@ import (
 	"container/list"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/connecta-dev/connecta/jstext"
@@ -52,6 +55,10 @@ type Options struct {
 	Entries int           // LRU capacity
 	TTL     time.Duration // lifetime of an entry since its last observation
 	Now     func() time.Time
+	// Logger receives a recovered panic in Learn (an observation bug): the
+	// call is unaffected, the panic is logged and counted (Panics). nil
+	// discards the log line; the count is kept either way.
+	Logger *slog.Logger
 }
 
 // Observer is the process-local S9 cache. Safe for concurrent use; it owns no
@@ -60,6 +67,8 @@ type Observer struct {
 	entries int
 	ttl     time.Duration
 	now     func() time.Time
+	logger  *slog.Logger
+	panics  atomic.Uint64
 
 	mu    sync.Mutex
 	lru   *list.List // of *entry, most recently used first
@@ -75,8 +84,11 @@ type entry struct {
 
 // New builds an Observer.
 func New(opts Options) *Observer {
-	o := &Observer{entries: opts.Entries, ttl: opts.TTL, now: opts.Now,
+	o := &Observer{entries: opts.Entries, ttl: opts.TTL, now: opts.Now, logger: opts.Logger,
 		lru: list.New(), byDef: make(map[string]*list.Element)}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
 	if o.entries <= 0 {
 		o.entries = DefaultEntries
 	}
@@ -89,12 +101,25 @@ func New(opts Options) *Observer {
 	return o
 }
 
+// Panics is how many panics Learn recovered from.
+func (o *Observer) Panics() uint64 {
+	if o == nil {
+		return 0
+	}
+	return o.panics.Load()
+}
+
 // Learn merges the shape of result (an unwrapped successful result) into the
 // observation for definition. Any failure — invalid JSON, a definition over
 // 64 KiB, a schema over 16 KiB — is discarded silently: observation never
 // changes a successful call.
 func (o *Observer) Learn(definition, result json.RawMessage) {
-	defer func() { _ = recover() }() // an observation bug must not fail a call
+	defer func() {
+		if r := recover(); r != nil { // an observation bug must not fail a call
+			o.panics.Add(1)
+			o.logger.Error("output observation panicked; result not observed", "panic", fmt.Sprint(r))
+		}
+	}()
 	if len(definition) == 0 || len(definition) > MaxDefinitionBytes {
 		return
 	}

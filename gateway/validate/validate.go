@@ -17,15 +17,19 @@ import (
 	"container/list"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/jstext"
+	"golang.org/x/sync/singleflight"
 )
 
 // Bounds (E8: bounded findings) and defaults.
@@ -67,17 +71,26 @@ type Finding struct {
 type Options struct {
 	// CacheEntries bounds the compiled-validator cache; 0 means the default.
 	CacheEntries int
+	// Logger receives a recovered panic (a validator bug): the call passes
+	// through unvalidated, and the panic is logged and counted (Panics), so
+	// validation cannot switch itself off unseen. nil discards the log line;
+	// the count is kept either way.
+	Logger *slog.Logger
 }
 
 // Validator compiles and caches input schemas by their exact bytes. Safe for
 // concurrent use.
 type Validator struct {
 	entries int
+	logger  *slog.Logger
+	panics  atomic.Uint64
+	// flight compiles each distinct schema once however many calls need it
+	// at the same time: a hostile schema is not compiled once per call.
+	flight singleflight.Group
 
-	mu      sync.Mutex
-	lru     *list.List // of *compiled, most recently used first
-	byKey   map[string]*list.Element
-	pending map[string]*pendingCompile
+	mu    sync.Mutex
+	lru   *list.List // of *compiled, most recently used first
+	byKey map[string]*list.Element
 }
 
 type compiled struct {
@@ -87,12 +100,28 @@ type compiled struct {
 
 // New builds a Validator.
 func New(opts Options) *Validator {
-	v := &Validator{entries: opts.CacheEntries, lru: list.New(),
-		byKey: map[string]*list.Element{}, pending: map[string]*pendingCompile{}}
+	v := &Validator{entries: opts.CacheEntries, logger: opts.Logger, lru: list.New(), byKey: map[string]*list.Element{}}
 	if v.entries <= 0 {
 		v.entries = DefaultCacheEntries
 	}
+	if v.logger == nil {
+		v.logger = slog.New(slog.DiscardHandler)
+	}
 	return v
+}
+
+// Panics is how many panics the validator recovered from (each call passed
+// through unvalidated).
+func (v *Validator) Panics() uint64 {
+	if v == nil {
+		return 0
+	}
+	return v.panics.Load()
+}
+
+func (v *Validator) recovered(r any, during string) {
+	v.panics.Add(1)
+	v.logger.Error("schema validation panicked; the call passes through unvalidated", "during", during, "panic", fmt.Sprint(r))
 }
 
 // Check validates args (nil means no arguments, i.e. {}) against schema and
@@ -110,6 +139,9 @@ func (v *Validator) CheckAll(schema, args json.RawMessage) (findings []Finding, 
 	defer func() {
 		if r := recover(); r != nil { // over budget, or a bug: pass through, never fail a call
 			findings, total = nil, 0
+			if r != errOverBudget { //nolint:errorlint // sentinel identity
+				v.recovered(r, "check")
+			}
 		}
 	}()
 	c := v.compiled(schema)
@@ -157,39 +189,25 @@ func (v *Validator) compiled(schema json.RawMessage) *compiled {
 		v.mu.Unlock()
 		return c
 	}
-	if p, ok := v.pending[key]; ok {
-		// Another call is compiling these exact bytes: wait for it rather
-		// than compile a hostile schema once per concurrent call.
-		v.mu.Unlock()
-		<-p.done
-		return p.result
-	}
-	p := &pendingCompile{done: make(chan struct{})}
-	v.pending[key] = p
 	v.mu.Unlock()
-
-	// Compile outside the lock: a slow schema must not stall other tools.
-	c := &compiled{key: key, root: compile(schema)}
-
-	v.mu.Lock()
-	delete(v.pending, key)
-	v.byKey[key] = v.lru.PushFront(c)
-	for v.lru.Len() > v.entries {
-		oldest := v.lru.Back()
-		v.lru.Remove(oldest)
-		delete(v.byKey, oldest.Value.(*compiled).key)
-	}
-	v.mu.Unlock()
-	p.result = c
-	close(p.done)
-	return c
-}
-
-// pendingCompile is one in-flight compilation; result is set before done
-// closes.
-type pendingCompile struct {
-	done   chan struct{}
-	result *compiled
+	// Compile outside the lock (a slow schema must not stall other tools),
+	// once per distinct schema in flight.
+	c, _, _ := v.flight.Do(key, func() (any, error) {
+		c := &compiled{key: key, root: v.compile(schema)}
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if el, ok := v.byKey[key]; ok { // a flight that just ended stored it
+			v.lru.Remove(el)
+		}
+		v.byKey[key] = v.lru.PushFront(c)
+		for v.lru.Len() > v.entries {
+			oldest := v.lru.Back()
+			v.lru.Remove(oldest)
+			delete(v.byKey, oldest.Value.(*compiled).key)
+		}
+		return c, nil
+	})
+	return c.(*compiled)
 }
 
 // nestingDepth is the deepest object/array nesting in a JSON text, counted
@@ -220,10 +238,11 @@ func nestingDepth(b []byte) int {
 }
 
 // compile decodes and compiles a schema; nil means unsupported.
-func compile(schema json.RawMessage) (root *node) {
+func (v *Validator) compile(schema json.RawMessage) (root *node) {
 	defer func() {
-		if recover() != nil { // a compiler bug: pass through
+		if r := recover(); r != nil { // a compiler bug: pass through
 			root = nil
+			v.recovered(r, "compile")
 		}
 	}()
 	if nestingDepth(schema) > MaxSchemaDepth {

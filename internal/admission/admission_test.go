@@ -1,0 +1,196 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// queued starts Acquire on its own goroutine and returns once it waits in
+// the queue (synctest.Wait: every goroutine of the bubble is blocked).
+func queued(t *testing.T, q *Queue, ctx context.Context) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Acquire(ctx)
+		done <- err
+	}()
+	synctest.Wait()
+	return done
+}
+
+func TestFIFO_ReleaseHandsThePermitToTheOldestWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Options{Active: 1, MaxQueue: 3, QueueTimeout: time.Hour})
+		if _, err := q.Acquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var order []int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := 1; i <= 3; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := q.Acquire(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				q.Release()
+			}()
+			synctest.Wait() // i is queued before i+1 arrives
+		}
+		if _, err := q.Acquire(t.Context()); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("fourth waiter: %v, want ErrQueueFull", err)
+		}
+		q.Release()
+		wg.Wait()
+		if len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
+			t.Fatalf("admitted in order %v", order)
+		}
+		s := q.Snapshot()
+		if s.Active != 0 || s.Queued != 0 || s.Totals.Admitted != 4 || s.Totals.Queued != 3 || s.Totals.Rejected != 1 || s.WaitCount != 3 {
+			t.Fatalf("snapshot %+v", s)
+		}
+	})
+}
+
+func TestTimeout_RefusesAfterQueueTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Options{Active: 1, MaxQueue: 1, QueueTimeout: 5 * time.Second})
+		q.Acquire(t.Context())
+		start := time.Now()
+		if _, err := q.Acquire(t.Context()); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("err %v, want ErrTimeout", err)
+		}
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Fatalf("waited %v, want the queue timeout", waited)
+		}
+		if s := q.Snapshot(); s.Queued != 0 || s.Totals.Rejected != 1 {
+			t.Fatalf("snapshot %+v", s)
+		}
+	})
+}
+
+func TestZeroQueue_FailsFast(t *testing.T) {
+	q := New(Options{Active: 1, MaxQueue: 0, QueueTimeout: time.Hour})
+	q.Acquire(context.Background())
+	if _, err := q.Acquire(context.Background()); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// A cancel is free: counted as cancelled, never as a rejection, and the
+// queue position is given up.
+func TestCancel_BeforeAndWhileQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Options{Active: 1, MaxQueue: 2, QueueTimeout: time.Hour})
+		done, cancel := context.WithCancel(t.Context())
+		cancel()
+		var c *Cancelled
+		if _, err := q.Acquire(done); !errors.As(err, &c) || c.Queued || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled on arrival: %v", err)
+		}
+		q.Acquire(t.Context())
+		ctx, cancel := context.WithCancel(t.Context())
+		waiting := queued(t, q, ctx)
+		cancel()
+		if err := <-waiting; !errors.As(err, &c) || !c.Queued || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled while queued: %v", err)
+		}
+		if s := q.Snapshot(); s.Queued != 0 || s.Totals.Cancelled != 2 || s.Totals.Rejected != 0 {
+			t.Fatalf("snapshot %+v", s)
+		}
+		q.Release()
+		if s := q.Snapshot(); s.Active != 0 {
+			t.Fatalf("permit leaked: %+v", s)
+		}
+	})
+}
+
+func TestClose_RefusesTheQueueAndLaterArrivals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Options{Active: 1, MaxQueue: 2, QueueTimeout: time.Hour})
+		q.Acquire(t.Context())
+		a, b := queued(t, q, t.Context()), queued(t, q, t.Context())
+		q.Close()
+		q.Close() // idempotent
+		for _, w := range []<-chan error{a, b} {
+			if err := <-w; !errors.Is(err, ErrClosed) {
+				t.Fatalf("queued waiter: %v, want ErrClosed", err)
+			}
+		}
+		if _, err := q.Acquire(t.Context()); !errors.Is(err, ErrClosed) {
+			t.Fatalf("after close: %v", err)
+		}
+		q.Release() // the held permit stays valid until released
+		if s := q.Snapshot(); s.Active != 0 || s.Queued != 0 || !s.Closed || s.Totals.Closed != 3 {
+			t.Fatalf("snapshot %+v", s)
+		}
+	})
+}
+
+func TestOnChange_SeesEveryCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var last [2]int
+		q := New(Options{Active: 1, MaxQueue: 1, QueueTimeout: time.Hour, OnChange: func(a, w int) {
+			mu.Lock()
+			last = [2]int{a, w}
+			mu.Unlock()
+		}})
+		q.Acquire(t.Context())
+		w := queued(t, q, t.Context())
+		mu.Lock()
+		if last != [2]int{1, 1} {
+			t.Errorf("after queueing %v", last)
+		}
+		mu.Unlock()
+		q.Release()
+		<-w
+		q.Release()
+		mu.Lock()
+		defer mu.Unlock()
+		if last != [2]int{0, 0} {
+			t.Errorf("at rest %v", last)
+		}
+	})
+}
+
+// Under contention the permits are never over-issued and all come back.
+func TestConcurrent_NeverMoreThanActive(t *testing.T) {
+	q := New(Options{Active: 3, MaxQueue: 100, QueueTimeout: time.Second})
+	var mu sync.Mutex
+	held, peak := 0, 0
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%7)*time.Millisecond)
+			defer cancel()
+			if _, err := q.Acquire(ctx); err != nil {
+				return
+			}
+			mu.Lock()
+			held++
+			peak = max(peak, held)
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // work, not synchronisation
+			mu.Lock()
+			held--
+			mu.Unlock()
+			q.Release()
+		}()
+	}
+	wg.Wait()
+	if s := q.Snapshot(); peak > 3 || s.Active != 0 || s.Queued != 0 {
+		t.Fatalf("peak %d, snapshot %+v", peak, s)
+	}
+}
