@@ -41,7 +41,7 @@ func TestServer_ExecuteCodeThroughRealMCPEndpoint(t *testing.T) {
 			})
 		return s
 	}
-	rec, err := activity.New(activity.Options{Ring: 100})
+	rec, err := activity.New(activity.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

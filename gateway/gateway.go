@@ -118,6 +118,7 @@ type Gateway struct {
 	reloadMu sync.Mutex // one reload at a time
 	metrics    *metrics
 	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
+	progress   progressRoutes    // downstream progress back to the call that asked
 
 	life   context.Context
 	stop   context.CancelFunc

@@ -82,6 +82,24 @@ func withCode(h *harness) server.CodeTool {
 	return svc
 }
 
+// withStreamingCode is withCode plus streaming, wired as cmd/connecta does.
+func withStreamingCode(h *harness) server.CodeTool {
+	svc, err := contract.New(contract.Options{
+		Gateway: h.gw, Discovery: h.disc, Pool: pool,
+		Identity: server.RequestIdentity,
+		Notifier: func(ctx context.Context) contract.Notifier {
+			if n := server.ProgramNotifier(ctx); n != nil {
+				return n
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return svc
+}
+
 // downstream is a real go-sdk MCP server on a loopback port that misbehaves
 // on demand: mode "401", "429", "500" answers every HTTP request so.
 type downstream struct {
@@ -139,6 +157,30 @@ func newDownstream(t testing.TB) *downstream {
 				d.slowCancelled <- struct{}{}
 				return nil, context.Canceled
 			})
+		s.AddTool(&mcp.Tool{Name: "sleep", Description: "Sleep for ms milliseconds, reporting progress every 50 ms.", Annotations: ro,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}}}`)},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				var in struct{ Ms int }
+				_ = json.Unmarshal(req.Params.Arguments, &in)
+				end := time.After(time.Duration(min(in.Ms, 10_000)) * time.Millisecond)
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for n := 1; ; n++ {
+					select {
+					case <-end:
+						return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"slept":true}`}}}, nil
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					case <-reqCtx.Done():
+						return nil, reqCtx.Err()
+					case <-tick.C:
+						if tok := req.Params.GetProgressToken(); tok != nil {
+							_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: fmt.Sprintf("tick %d", n)})
+						}
+					}
+				}
+			})
 		s.AddTool(&mcp.Tool{Name: "big", Description: "Return a large text result.", InputSchema: json.RawMessage(`{"type":"object","properties":{"bytes":{"type":"integer"}}}`), Annotations: ro},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				record(req)
@@ -154,7 +196,7 @@ func newDownstream(t testing.TB) *downstream {
 			})
 		return s
 	}
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(r.Context()) }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(r.Context()) }, &mcp.StreamableHTTPOptions{Stateless: true})
 	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch d.mode.Load().(string) {
 		case "401":
@@ -221,7 +263,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	h := &harness{down: newDownstream(t), registry: prometheus.NewRegistry()}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var err error
-	h.activity, err = activity.New(activity.Options{Ring: 1000, Logger: log, ServerName: "connecta", ServerVersion: "test"})
+	h.activity, err = activity.New(activity.Options{Logger: log, ServerName: "connecta", ServerVersion: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

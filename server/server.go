@@ -114,6 +114,10 @@ type Options struct {
 	// HTTP write timeout too.
 	ExecutorQueueTimeout time.Duration
 
+	// Inflight matches a client's notifications/cancelled to the request it
+	// names; nil is this process's own (one replica).
+	Inflight Inflight
+
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -132,17 +136,21 @@ type Server struct {
 	instructions   string
 	implementation *mcp.Implementation
 
-	mcp        *mcp.Server // the one MCP server: every HTTP request and the stdio session
-	mcpHandler http.Handler
-	publicHost string // host[:port] of PublicURL, "" when unset
-	draining   atomic.Bool
-	live       atomic.Pointer[settings] // what a reload may change (reload.go)
+	mcp *mcp.Server // the one MCP server: every HTTP request and the stdio session
+	// Two front ends over it: JSON replies, and event streams for a request
+	// that asks for progress or log messages (routed by rpcRouted).
+	mcpJSON, mcpSSE http.Handler
+	inflight        Inflight
+	publicHost      string // host[:port] of PublicURL, "" when unset
+	draining        atomic.Bool
+	live            atomic.Pointer[settings] // what a reload may change (reload.go)
 }
 
 type serverMetrics struct {
 	httpRequests *prometheus.CounterVec
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
+	cancels      *prometheus.CounterVec
 	bodyTimeouts prometheus.Counter
 }
 
@@ -205,11 +213,18 @@ func New(opts Options) (*Server, error) {
 			Name: "connecta_tool_call_duration_seconds", Help: "Top-level tool call duration.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"tool"}),
+		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_cancellations_total",
+			Help: "Client notifications/cancelled by result: matched (one in-flight request of that actor had the id), ambiguous (several), unknown (none).",
+		}, []string{"result"}),
+	}
+	for _, r := range []CancelResult{CancelMatched, CancelAmbiguous, CancelUnknown} {
+		s.metrics.cancels.WithLabelValues(string(r)) // exist at zero
 	}
 	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
 	})
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.bodyTimeouts} {
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}
@@ -218,16 +233,23 @@ func New(opts Options) (*Server, error) {
 	s.instructions = instructions
 	s.tools = s.buildTools()
 
+	s.inflight = opts.Inflight
+	if s.inflight == nil {
+		s.inflight = NewMemoryInflight()
+	}
 	s.mcp = s.newMCPServer()
-	s.mcpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:                    true,
-		JSONResponse:                 true,
-		MaxRequestBodyBytes:          r.MaxBodyBytes,
-		PropagateRequestCancellation: true,
-		// Our own rebinding check (originChecked) also admits PublicURL's host.
-		DisableLocalhostProtection: true,
-		Logger:                     log.With("component", "mcp"),
-	})
+	front := func(jsonResponse bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+			Stateless:                    true,
+			JSONResponse:                 jsonResponse,
+			MaxRequestBodyBytes:          r.MaxBodyBytes,
+			PropagateRequestCancellation: true,
+			// Our own rebinding check (originChecked) also admits PublicURL's host.
+			DisableLocalhostProtection: true,
+			Logger:                     log.With("component", "mcp"),
+		})
+	}
+	s.mcpJSON, s.mcpSSE = front(true), front(false)
 	return s, nil
 }
 
@@ -288,6 +310,19 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		info = &perCall
 	}
 	ctx = context.WithValue(ctx, requestInfoKey{}, info)
+	// A cancellation naming this request (actor, JSON-RPC id) does what a
+	// client disconnect does: it cancels ctx.
+	if info.rpcID != "" {
+		defer s.inflight.Register(info.actor, info.rpcID, cancel)()
+	}
+	var meta map[string]any
+	if req != nil && req.Params != nil {
+		meta = req.Params.Meta
+	}
+	if st := newRequestStream(sdkCtx, req.Session, meta); st != nil {
+		defer st.close() // runs before the result is written
+		ctx = context.WithValue(ctx, streamKey{}, st)
+	}
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)
 	outcome := "success"
@@ -419,17 +454,6 @@ func sanitizeExecutorName(name string) string {
 		}
 	}
 	return string(out)
-}
-
-func (s *Server) recentActivity(limit int) []activity.Event {
-	if s.opts.Activity == nil {
-		return []activity.Event{}
-	}
-	events := s.opts.Activity.Recent(limit)
-	if events == nil {
-		events = []activity.Event{}
-	}
-	return events
 }
 
 func encodeJSON(w io.Writer, v any) error {

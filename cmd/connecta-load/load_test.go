@@ -52,7 +52,7 @@ func startConnecta(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec, err := activity.New(activity.Options{Ring: 64, Logger: log, ServerName: "connecta", ServerVersion: "test"})
+	rec, err := activity.New(activity.Options{Logger: log, ServerName: "connecta", ServerVersion: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/observe"
-	"github.com/connecta-dev/connecta/gateway/stash"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
@@ -68,6 +67,7 @@ type serveOptions struct {
 // app is everything serve builds, closed in reverse order.
 type app struct {
 	registry *prometheus.Registry
+	state    *state
 	activity *activity.Recorder
 	gateway  *gateway.Gateway
 	pool     *supervisor.Pool
@@ -89,9 +89,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		}
 	}()
 	var err error
+	a.state, err = openState(ctx, cfg, log, a.registry)
+	if err != nil {
+		return nil, err
+	}
 	a.activity, err = activity.New(activity.Options{
-		Ring: cfg.Activity.Ring, File: cfg.Activity.File, Logger: log.With("component", "activity"),
-		ServerName: serverName, ServerVersion: buildVersion(),
+		Store: a.state.store, File: cfg.Activity.File, Logger: log.With("component", "activity"),
+		ServerName: serverName, ServerVersion: buildVersion(), Registerer: a.registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activity: %w", err)
@@ -120,7 +124,6 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	a.disc = disc
-	store := stash.NewMemory(stash.Options{MaxBytes: cfg.Results.StashMaxBytes, TTL: cfg.Results.StashTTL})
 
 	var code server.CodeTool
 	executorName := ""
@@ -146,12 +149,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		Version:   buildVersion(),
 		Gateway:   a.gateway,
 		Discovery: disc,
-		Stash:     store,
+		Stash:     a.state.stash,
 		Activity:  a.activity,
 		Code:      code,
 
 		ExecutorName:         executorName,
 		CodeAdmission:        codeAdmission,
+		StoreState:           a.state.health,
 		Tokens:               serverTokens(cfg),
 		PublicURL:            cfg.PublicURL,
 		OAuth:                oauthFlows(flows),
@@ -171,7 +175,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 }
 
 // close releases everything: the executor first (in-flight programs end
-// executor_closed), then connectors, then the activity file.
+// executor_closed), then connectors, then the activity (its queued events
+// reach the store), then the store.
 func (a *app) close() {
 	if a.pool != nil {
 		_ = a.pool.Close()
@@ -182,6 +187,7 @@ func (a *app) close() {
 	if a.activity != nil {
 		_ = a.activity.Close()
 	}
+	a.state.close()
 }
 
 func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {

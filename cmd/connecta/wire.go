@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/connecta-dev/connecta/config"
@@ -10,6 +11,15 @@ import (
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/supervisor"
 )
+
+// programNotifier adapts the server's per-request stream to the contract's
+// Notifier; no stream is a nil interface, never a typed nil.
+func programNotifier(ctx context.Context) contract.Notifier {
+	if n := server.ProgramNotifier(ctx); n != nil {
+		return n
+	}
+	return nil
+}
 
 // newCodeTool builds execute_code over the same gateway and discovery the
 // top-level tools use (S6).
@@ -24,6 +34,7 @@ func newCodeTool(cfg *config.Config, gw *gateway.Gateway, disc *discovery.Servic
 		MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
 		MaxCodeBytes:     contract.DefaultMaxCodeBytes,
 		Identity:         server.RequestIdentity,
+		Notifier:         programNotifier,
 		Logger:           log.With("component", "contract"),
 	})
 }
