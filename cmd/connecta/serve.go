@@ -55,10 +55,12 @@ func loadConfig(path, credentialsDir string) (*config.Config, error) {
 }
 
 type serveOptions struct {
-	stdio  bool
-	stdin  io.ReadCloser
-	stdout io.WriteCloser
-	log    *slog.Logger
+	// oauthStore keeps downstream OAuth flows and grants (nil: in memory).
+	oauthStore oauth.Store
+	stdio      bool
+	stdin      io.ReadCloser
+	stdout     io.WriteCloser
+	log        *slog.Logger
 	// reload delivers SIGHUP; the configuration is re-read from source.
 	reload <-chan os.Signal
 	source reloadSource
@@ -79,7 +81,7 @@ type app struct {
 // build wires config into the gateway, discovery, stash, executor, contract
 // and server. Secrets were resolved by config.Load and are passed by value,
 // never logged.
-func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool) (*app, error) {
+func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool, oauthStore oauth.Store) (*app, error) {
 	a := &app{registry: prometheus.NewRegistry(), cfg: cfg}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
@@ -100,7 +102,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 	if err != nil {
 		return nil, fmt.Errorf("activity: %w", err)
 	}
-	flows, err := newOAuth(cfg, a, log, oauth.NewMemoryStore())
+	if oauthStore == nil {
+		oauthStore = oauth.NewMemoryStore()
+	}
+	flows, err := newOAuth(cfg, a, log, oauthStore)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +305,7 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		}
 		defer ln.Close()
 	}
-	a, err := build(ctx, cfg, o.log, true)
+	a, err := build(ctx, cfg, o.log, true, o.oauthStore)
 	if err != nil {
 		return err
 	}
