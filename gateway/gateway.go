@@ -187,6 +187,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.live[c] = struct{}{}
 	}
 	g.reg = reg
+	g.metrics.zero(reg.order)
 	if opts.Metrics != nil {
 		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
 			g.stop()

@@ -169,5 +169,6 @@ func (g *Gateway) Reload(specs []ConnectorSpec) (ReloadResult, error) {
 	}
 	g.regMu.Unlock()
 	g.retireConnectors(closing)
+	g.metrics.zero(res.Added)
 	return res, nil
 }
