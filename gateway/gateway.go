@@ -116,9 +116,9 @@ type Gateway struct {
 	reg      *registry
 	live     map[*connector]struct{}
 	reloadMu sync.Mutex // one reload at a time
-	metrics    *metrics
-	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
-	progress   progressRoutes    // downstream progress back to the call that asked
+	metrics  *metrics
+	forker   *stdioshim.Forker // starts stdio shims from one long-lived thread
+	progress progressRoutes    // downstream progress back to the call that asked
 
 	life   context.Context
 	stop   context.CancelFunc
@@ -144,12 +144,12 @@ type ConnectorHealth struct {
 // returned Gateway owns every goroutine it starts until Close.
 func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g := &Gateway{
-		opts:       opts,
-		logger:     opts.Logger,
-		now:        opts.Now,
-		ttl:        opts.CatalogTTL,
-		timeout:    opts.CallTimeout,
-		live:       map[*connector]struct{}{},
+		opts:    opts,
+		logger:  opts.Logger,
+		now:     opts.Now,
+		ttl:     opts.CatalogTTL,
+		timeout: opts.CallTimeout,
+		live:    map[*connector]struct{}{},
 	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)
