@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,7 @@ type app struct {
 	gateway  *gateway.Gateway
 	pool     *supervisor.Pool
 	server   *server.Server
+	oauthDB  *sql.DB // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
 }
 
 // build wires config into the gateway, discovery, stash, executor, contract
@@ -98,7 +100,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		return nil, fmt.Errorf("activity: %w", err)
 	}
 	if oauthStore == nil {
-		oauthStore = oauth.NewMemoryStore()
+		oauthStore, a.oauthDB, err = newOAuthStore(cfg, a.state)
+		if err != nil {
+			return nil, err
+		}
 	}
 	flows, err := newOAuth(cfg, a, log, oauthStore)
 	if err != nil {
@@ -193,6 +198,9 @@ func (a *app) close() {
 	}
 	if a.activity != nil {
 		_ = a.activity.Close()
+	}
+	if a.oauthDB != nil {
+		_ = a.oauthDB.Close()
 	}
 	a.state.close()
 }
