@@ -192,6 +192,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.connectors[spec.ID] = c
 		g.order = append(g.order, spec.ID)
 	}
+	g.metrics.zero(g.order)
 	if opts.Metrics != nil {
 		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
 			g.stop()

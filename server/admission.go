@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ type admission struct {
 	q          *admissionq.Queue
 	retryAfter time.Duration
 	metrics    *admissionMetrics
+	log        *slog.Logger // nil: no log lines
 }
 
 // AdmissionTotals count admission decisions since start.
@@ -89,6 +91,11 @@ func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duratio
 			Name: "connecta_requests_admitted_total", Help: "MCP requests admitted.",
 		}),
 	}
+	// Every reason exists at zero from start, so an alert on it can fire
+	// on a fresh server.
+	for _, r := range []string{"queue_full", "queue_timeout", "shutting_down"} {
+		m.rejected.WithLabelValues(r)
+	}
 	for _, c := range []prometheus.Collector{m.active, m.queued, m.rejected, m.queueWait, m.admitted} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -131,6 +138,10 @@ func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 func (a *admission) reject(reason string) {
 	if a.metrics != nil {
 		a.metrics.rejected.WithLabelValues(reason).Inc()
+	}
+	if a.log != nil && reason != "shutting_down" {
+		s := a.q.Snapshot()
+		a.log.Warn("request rejected: server overloaded", "reason", reason, "maxActive", s.MaxActive, "maxQueue", s.MaxQueue)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -46,11 +47,14 @@ func infoFrom(ctx context.Context) *requestInfo {
 	return info
 }
 
-// Handler returns the HTTP handler: /mcp, /health, /metrics, /activity.
+// Handler returns the HTTP handler: /mcp, /health, /metrics (unless
+// MetricsElsewhere), /activity.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.serveHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer}))
+	if !s.opts.MetricsElsewhere {
+		mux.Handle("GET /metrics", s.metricsEndpoint())
+	}
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
 	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
@@ -59,6 +63,17 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
 	}
 	return s.logged(securityHeaders(mux))
+}
+
+func (s *Server) metricsEndpoint() http.Handler {
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer})
+}
+
+// MetricsHandler serves only GET /metrics, for a listener of its own.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metricsEndpoint())
+	return securityHeaders(mux)
 }
 
 // HTTPServer returns an http.Server for the handler with timeouts sized so
@@ -231,6 +246,10 @@ func (s *Server) originChecked(next http.Handler) http.Handler {
 			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
 			return
 		}
+		if loopbackOrigin(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if err := cop.Check(r); err != nil {
 			writeJSONError(w, http.StatusForbidden, "cross_origin", "Cross-origin requests are refused.")
 			return
@@ -307,6 +326,39 @@ func (s *Server) rebinding(r *http.Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip == nil || !ip.IsLoopback()
+}
+
+// loopbackOrigin reports a page served by this very listener under either
+// loopback spelling: on a loopback listener, an Origin of localhost,
+// 127.0.0.0/8 or ::1 on the listener's own port. http://localhost:8787 and
+// http://127.0.0.1:8787 are different origins to a browser (and
+// cross-site), but the same server; a page on another local port is not.
+func loopbackOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil {
+		return false
+	}
+	lhost, lport, err := net.SplitHostPort(local.String())
+	if err != nil || !isLoopbackHost(lhost) {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() != lport {
+		return false
+	}
+	return isLoopbackHost(u.Hostname())
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) originAllowed(origin, host string) bool {

@@ -121,7 +121,10 @@ type Options struct {
 
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
-	Logger   *slog.Logger
+	// MetricsElsewhere leaves /metrics off Handler: the caller serves
+	// MetricsHandler on its own listener (metricsListen).
+	MetricsElsewhere bool
+	Logger           *slog.Logger
 }
 
 // Server serves the seven tools. Safe for concurrent use.
@@ -222,6 +225,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	s.admission.log = log
 	s.metrics = &serverMetrics{
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "connecta_http_requests_total", Help: "HTTP requests by route and status.",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -153,13 +154,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		codeAdmission = func() any { return codeSnapshot(pool.Snapshot()) }
 	}
 	a.server, err = server.New(server.Options{
-		Name:      serverName,
-		Version:   buildVersion(),
-		Gateway:   a.gateway,
-		Discovery: disc,
-		Stash:     a.state.stash,
-		Activity:  a.activity,
-		Code:      code,
+		MetricsElsewhere: cfg.MetricsListen != "",
+		Name:             serverName,
+		Version:          buildVersion(),
+		Gateway:          a.gateway,
+		Discovery:        disc,
+		Stash:            a.state.stash,
+		Activity:         a.activity,
+		Code:             code,
 
 		ExecutorName:  executorName,
 		CodeAdmission: codeAdmission,
@@ -315,11 +317,23 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		}
 		defer ln.Close()
 	}
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		var err error
+		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return metricsListenError(cfg.MetricsListen, err)
+		}
+		defer mln.Close()
+	}
 	a, err := build(ctx, cfg, o.log, true, o.oauthStore)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	if mln != nil {
+		stopMetrics := serveMetrics(mln, a.server, o.log)
+		defer stopMetrics()
+	}
 	notifier := newNotifier(o.log)
 	defer notifier.stop()
 
@@ -380,6 +394,38 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	<-errc
 	o.log.Info("stopped")
 	return nil
+}
+
+// serveMetrics serves /metrics alone on its own listener (metricsListen)
+// until the returned stop is called.
+func serveMetrics(ln net.Listener, s *server.Server, log *slog.Logger) (stop func()) {
+	srv := &http.Server{
+		Handler:           s.MetricsHandler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	log.Info("serving /metrics", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
+		<-done
+	}
+}
+
+func metricsListenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen %s: address already in use: another process holds it; choose another address with `metricsListen:` in the configuration file", addr)
+	}
+	return fmt.Errorf("metricsListen %s: %w", addr, err)
 }
 
 // listenError says how to pick another address when this one is taken.
