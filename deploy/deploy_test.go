@@ -113,6 +113,9 @@ func TestUnit_Hardening(t *testing.T) {
 	if strings.HasPrefix(d["ExecStart"][0], "/usr/local/bin/connecta serve --config ") == false {
 		t.Errorf("ExecStart %v", d["ExecStart"])
 	}
+	if got := d["ExecReload"]; len(got) != 1 || got[0] != "/bin/kill -HUP $MAINPID" {
+		t.Errorf("ExecReload %v, want /bin/kill -HUP $MAINPID (SIGHUP reloads)", got)
+	}
 }
 
 // TestUnit_Verify runs systemd-analyze when the machine has it.

@@ -178,6 +178,11 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 		return code
 	}
 	log := newLogger(stderr)
+	// SIGHUP reloads (DECISIONS); caught from the start so an early one
+	// never kills the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := loadConfig(*configPath, "")
 	if err != nil {
 		fmt.Fprintln(stderr, "connecta:", err)
@@ -194,7 +199,8 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log}); err != nil {
+	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log,
+		reload: hup, source: reloadSource{path: *configPath, listen: *listen}}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 0
 		}

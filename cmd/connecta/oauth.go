@@ -35,10 +35,8 @@ func newOAuthStore(cfg *config.Config, st *state) (oauth.Store, *sql.DB, error) 
 	return oauthstore.NewVaultStore(st.vault, st.store, locks), db, nil
 }
 
-// newOAuth builds the downstream OAuth manager when a connector sets
-// `oauth`; nil otherwise. A changed grant invalidates that connector's
-// catalog; every grant change is an audit record in the log.
-func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (*oauth.Manager, error) {
+// oauthConnectors are the configuration's connectors with `oauth`.
+func oauthConnectors(cfg *config.Config) []oauth.Connector {
 	var conns []oauth.Connector
 	for _, c := range cfg.Connectors {
 		if c.OAuth == nil {
@@ -49,10 +47,19 @@ func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (
 			ClientID: c.OAuth.ClientID, ClientSecret: c.OAuth.ClientSecret.Reveal(), Scopes: c.OAuth.Scopes,
 		})
 	}
-	if len(conns) == 0 {
+	return conns
+}
+
+// newOAuth builds the downstream OAuth manager when publicUrl is set (a
+// reload may add OAuth connectors later; config refuses oauth without
+// publicUrl); nil otherwise. A changed grant invalidates that connector's
+// catalog; every grant change is an audit record in the log.
+func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (*oauth.Manager, error) {
+	conns := oauthConnectors(cfg)
+	if cfg.PublicURL == "" {
 		return nil, nil
 	}
-	if len(cfg.Vault.Keys) == 0 {
+	if len(conns) > 0 && len(cfg.Vault.Keys) == 0 {
 		log.Warn("connectors use oauth but vault.keys is not configured: authorize_connector refuses to start a flow until it is", "connectors", len(conns))
 	}
 	var reg prometheus.Registerer
