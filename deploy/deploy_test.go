@@ -21,7 +21,8 @@ import (
 
 func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
 	creds := t.TempDir()
-	for name, v := range map[string]string{"connecta-token": "example-token-0123456789abcdef\n", "tracker-token": "tracker-0123\n"} {
+	for name, v := range map[string]string{"connecta-token": "example-token-0123456789abcdef\n", "tracker-token": "tracker-0123\n",
+		"connecta-vault-key": "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"} {
 		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -153,6 +154,9 @@ func TestUnit_Hardening(t *testing.T) {
 		if got := d[k]; len(got) != 1 || got[0] != v {
 			t.Errorf("%s=%v, want %q", k, got, v)
 		}
+	}
+	if got := d["ExecReload"]; len(got) != 1 || got[0] != "/bin/kill -HUP $MAINPID" {
+		t.Errorf("ExecReload %v, want /bin/kill -HUP $MAINPID (SIGHUP reloads)", got)
 	}
 	if len(d["WatchdogSec"]) != 1 || len(d["LoadCredential"]) == 0 {
 		t.Errorf("WatchdogSec %v LoadCredential %v", d["WatchdogSec"], d["LoadCredential"])
@@ -324,7 +328,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections"} {
+	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections", "ConnectaOAuthRefreshFailing"} {
 		if !alerts[a] {
 			t.Errorf("missing alert %s", a)
 		}
@@ -341,7 +345,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 func exportedMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	re := regexp.MustCompile(`Name:\s*"(connecta_[a-z_]+)"`)
-	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../contract"} {
+	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../gateway/activity", "../contract", "../store", "../oauth"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

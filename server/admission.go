@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	admissionq "github.com/connecta-dev/connecta/internal/admission"
@@ -23,7 +24,7 @@ var (
 // flood cannot queue more work than an authenticated one.
 type admission struct {
 	q          *admissionq.Queue
-	retryAfter time.Duration
+	retryAfter atomic.Int64 // time.Duration; a reload may change it
 	metrics    *admissionMetrics
 	log        *slog.Logger // nil: no log lines
 }
@@ -67,9 +68,9 @@ type admissionMetrics struct {
 
 func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration, reg prometheus.Registerer) (*admission, error) {
 	a := &admission{
-		q:          admissionq.New(admissionq.Options{Active: maxActive, MaxQueue: maxQueue, QueueTimeout: queueTimeout}),
-		retryAfter: retryAfter,
+		q: admissionq.New(admissionq.Options{Active: maxActive, MaxQueue: maxQueue, QueueTimeout: queueTimeout}),
 	}
+	a.retryAfter.Store(int64(retryAfter))
 	if reg == nil {
 		return a, nil
 	}
@@ -149,6 +150,12 @@ func (a *admission) reject(reason string) {
 // later ones too. Active permits run to completion.
 func (a *admission) close() { a.q.Close() }
 
+// resize applies reloaded limits (see admissionq.Queue.Resize).
+func (a *admission) resize(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration) {
+	a.q.Resize(maxActive, maxQueue, queueTimeout)
+	a.retryAfter.Store(int64(retryAfter))
+}
+
 // activeCount reports permits in use (for draining).
 func (a *admission) activeCount() int { return a.q.Active() }
 
@@ -159,7 +166,7 @@ func (a *admission) snapshot() AdmissionSnapshot {
 		Concurrency:    s.MaxActive,
 		MaxQueueSize:   s.MaxQueue,
 		QueueTimeoutMs: s.QueueTimeout.Milliseconds(),
-		RetryAfterMs:   a.retryAfter.Milliseconds(),
+		RetryAfterMs:   time.Duration(a.retryAfter.Load()).Milliseconds(),
 		Active:         s.Active,
 		Queued:         s.Queued,
 		Closed:         s.Closed,

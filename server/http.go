@@ -38,6 +38,8 @@ type requestInfo struct {
 	// rpcID is the JSON-RPC id of the request this POST carries, as
 	// rpcIDKey writes it; "" when none (stdio cancels through its session).
 	rpcID string
+	// flush is an event-stream response's flush gate (nil for JSON replies).
+	flush *flushGate
 }
 
 type requestInfoKey struct{}
@@ -93,15 +95,13 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-// requestLimits are the request limits in force.
-func (s *Server) requestLimits() RequestLimits { return s.opts.Requests }
-
 func (s *Server) writeTimeout() time.Duration {
 	longest := s.opts.ExecutionTimeout
-	if s.opts.HostCallTimeout > longest {
-		longest = s.opts.HostCallTimeout
+	set := s.settingsNow()
+	if set.hostCallTimeout > longest {
+		longest = set.hostCallTimeout
 	}
-	return s.opts.Requests.QueueTimeout + s.opts.ExecutorQueueTimeout + longest + writeGrace
+	return set.requests.QueueTimeout + s.opts.ExecutorQueueTimeout + longest + writeGrace
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -125,9 +125,9 @@ func (s *Server) admitted(next http.Handler) http.Handler {
 		if err != nil {
 			switch {
 			case errors.Is(err, errShuttingDown):
-				writeRPCRefusal(w, rpcServerShuttingDown, "Server is shutting down; retry on another instance or later.", "server_shutting_down", s.opts.Requests.RetryAfter)
+				writeRPCRefusal(w, rpcServerShuttingDown, "Server is shutting down; retry on another instance or later.", "server_shutting_down", s.requestLimits().RetryAfter)
 			case errors.Is(err, errOverloaded):
-				writeRPCRefusal(w, rpcServerOverloaded, "Server overloaded; retry later.", "server_overloaded", s.opts.Requests.RetryAfter)
+				writeRPCRefusal(w, rpcServerOverloaded, "Server overloaded; retry later.", "server_overloaded", s.requestLimits().RetryAfter)
 			default: // the client went away while queued: nobody is listening
 			}
 			return
@@ -177,7 +177,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		actor, operator, ok := s.authenticate(r)
 		if !ok {
-			if len(s.tokens) == 0 {
+			if len(s.settingsNow().tokens) == 0 {
 				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
 				return
 			}
@@ -200,7 +200,8 @@ type tokenEntry struct {
 }
 
 func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool) {
-	if len(s.tokens) == 0 {
+	tokens := s.settingsNow().tokens
+	if len(tokens) == 0 {
 		return "local", true, isLoopbackRemote(r.RemoteAddr)
 	}
 	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -211,15 +212,15 @@ func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool)
 	// every configured token is compared so timing reveals no index.
 	sum := sha256.Sum256([]byte(strings.TrimSpace(presented)))
 	match := -1
-	for i := range s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], s.tokens[i].hash[:]) == 1 && found && presented != "" {
+	for i := range tokens {
+		if subtle.ConstantTimeCompare(sum[:], tokens[i].hash[:]) == 1 && found && presented != "" {
 			match = i
 		}
 	}
 	if match < 0 {
 		return "", false, false
 	}
-	return s.tokens[match].name, s.tokens[match].operator, true
+	return tokens[match].name, tokens[match].operator, true
 }
 
 func isLoopbackRemote(remote string) bool {
@@ -288,7 +289,8 @@ func (s *Server) rpcRouted() http.Handler {
 			}
 			info.rpcID = rpcIDKey(msg.ID)
 			if token, level := streamWants(msg.Params.Meta); token != nil || level != "" {
-				s.mcpSSE.ServeHTTP(w, r)
+				info.flush = &flushGate{ResponseWriter: w}
+				s.mcpSSE.ServeHTTP(info.flush, r)
 				return
 			}
 		}
@@ -460,4 +462,3 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	_ = encodeJSON(w, h)
 }
-
