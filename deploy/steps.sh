@@ -2,7 +2,7 @@
 # steps.sh — run deploy/README.md's steps as written, from the repository
 # root, except those that need systemd as PID 1 (systemctl). CI runs them
 # literally on a fresh machine (.ci/run). With ROOT=DIR, every path under
-# /usr/local and /etc moves under DIR (the installed configuration and unit
+# /usr/local, /etc and /var moves under DIR (the installed configuration and unit
 # edited to match, as the README's "then edit" would), so the steps can be
 # tried on a machine that is not yours to change.
 set -euo pipefail
@@ -12,11 +12,11 @@ steps=$(awk '/^```sh$/ { inside = 1; next } /^```$/ { if (inside) exit } inside'
 root=${ROOT:-}
 if [ -n "$root" ]; then
 	# What every machine already has.
-	mkdir -p "$root/usr/local/bin" "$root/usr/local/lib" "$root/etc/systemd/system"
+	mkdir -p "$root/usr/local/bin" "$root/usr/local/lib" "$root/etc/systemd/system" "$root/var/lib"
 	root=$(cd "$root" && pwd)
 	export PATH="$root/usr/local/bin:$PATH"
 fi
-relocate() { sed -E -e "s#(^|[][ =:,])/usr/local#\1$root/usr/local#g" -e "s#(^|[][ =:,])/etc/#\1$root/etc/#g"; }
+relocate() { sed -E -e "s#(^|[][ =:,])/(usr/local|etc/|var/)#\1$root/\2#g"; }
 while IFS= read -r step; do
 	[ -n "$step" ] || continue
 	case "$step" in
