@@ -21,7 +21,8 @@ import (
 
 func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
 	creds := t.TempDir()
-	for name, v := range map[string]string{"connecta-token": "example-token-0123456789abcdef\n", "tracker-token": "tracker-0123\n"} {
+	for name, v := range map[string]string{"connecta-token": "example-token-0123456789abcdef\n", "tracker-token": "tracker-0123\n",
+		"connecta-vault-key": "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"} {
 		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +41,7 @@ func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
 			t.Errorf("%s: missing %+v", c.ID, c.Missing)
 		}
 	}
-	if strings.Join(ids, ",") != "demo,tracker,everything" {
+	if strings.Join(ids, ",") != "demo,tracker,docs,everything" {
 		t.Errorf("connectors: %v", ids)
 	}
 	if w := cfg.Warnings(); len(w) != 0 {
@@ -273,7 +274,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections"} {
+	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections", "ConnectaOAuthRefreshFailing"} {
 		if !alerts[a] {
 			t.Errorf("missing alert %s", a)
 		}
@@ -290,7 +291,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 func exportedMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	re := regexp.MustCompile(`Name:\s*"(connecta_[a-z_]+)"`)
-	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../contract"} {
+	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../gateway/activity", "../contract", "../store", "../oauth"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/store"
 )
 
 // doctorTimeout bounds each doctor probe (spec-meta-tools §14: 10 s).
@@ -115,6 +116,15 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
 	}
 
+	sctx, cancelStore := context.WithTimeout(ctx, doctorTimeout)
+	if rep, err := store.Check(sctx, a.state.store); err != nil {
+		failures++
+		fmt.Fprintf(stdout, "store: FAILED %s: %v\n", store.Redact(cfg.Store.URL.Reveal()), err)
+	} else {
+		fmt.Fprintf(stdout, "store: ok (%s)\n", rep)
+	}
+	cancelStore()
+
 	if err := executorSelfTest(ctx, a); err != nil {
 		failures++
 		fmt.Fprintf(stdout, "executor: FAILED %v\n", err)
@@ -124,7 +134,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	if failures > 0 {
 		return fail("doctor found %d problem(s)", failures)
 	}
-	fmt.Fprintln(stdout, "Connecta doctor passed: configuration, connectors and executor are healthy.")
+	fmt.Fprintln(stdout, "Connecta doctor passed: configuration, connectors, store and executor are healthy.")
 	return 0
 }
 

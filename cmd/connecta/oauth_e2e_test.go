@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -273,4 +274,122 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDownstreamOAuth_DurableGrantAndRevoke: with a sqlite store and a
+// vault, the grant survives a restart (sealed in the store), and `connecta
+// oauth revoke` revokes it at the authorization server (RFC 7009) and
+// deletes it.
+func TestDownstreamOAuth_DurableGrantAndRevoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, oidctest.Options{})
+	rs := oidctest.NewProtectedServer(t, p)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i * 7)
+	}
+	t.Setenv("CONNECTA_TEST_VAULT_KEY", base64.StdEncoding.EncodeToString(key))
+	cfgPath := filepath.Join(dir, "connecta.yaml")
+	yaml := fmt.Sprintf(`listen: %s
+publicUrl: http://%s
+store: {url: "sqlite:%s"}
+vault: {keys: [{id: k1, key: "${env:CONNECTA_TEST_VAULT_KEY}"}], active: k1}
+connectors:
+  - id: tracker
+    url: %s
+    oauth: {}
+`, addr, addr, filepath.Join(dir, "state.db"), rs.URL)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath); code != 0 || errOut != "" {
+		t.Fatalf("revoke with no grant: %d %s", code, errOut)
+	}
+
+	run := func(body func(base string, cs *mcp.ClientSession)) {
+		t.Helper()
+		cfg, err := config.Load(cfgPath, resolver(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveCtx, stop := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+		base := "http://" + addr
+		waitHealthy(t, base)
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body(base, cs)
+		cs.Close()
+		stop()
+		if err := <-errc; err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	}
+	whoami := func(cs *mcp.ClientSession) (string, bool) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "tracker.whoami"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	run(func(base string, cs *mcp.ClientSession) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "authorize_connector", Arguments: map[string]any{"connector": "tracker"}})
+		if err != nil || res.IsError {
+			t.Fatalf("authorize_connector: %v %+v", err, res)
+		}
+		var st struct{ AuthorizationURL string }
+		_ = json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &st)
+		jar, _ := cookiejar.New(nil)
+		human := &http.Client{Jar: jar}
+		back, err := p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page := get(t, back.String()); !strings.Contains(page, "Connected") {
+			t.Fatalf("callback: %s", page)
+		}
+		if text, isErr := whoami(cs); isErr || !strings.Contains(text, "subject=alice") {
+			t.Fatalf("whoami: %s", text)
+		}
+	})
+	run(func(base string, cs *mcp.ClientSession) { // after a restart
+		if text, isErr := whoami(cs); isErr || !strings.Contains(text, "subject=alice") {
+			t.Fatalf("whoami after a restart: %s", text)
+		}
+	})
+	code, out, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, "revoked the grant at "+p.Issuer) {
+		t.Fatalf("revoke: %d %q %q", code, out, errOut)
+	}
+	run(func(base string, cs *mcp.ClientSession) {
+		if text, isErr := whoami(cs); !isErr || !strings.Contains(text, `"recovery":"oauth"`) {
+			t.Fatalf("whoami after revoke: %s", text)
+		}
+	})
+}
+
+// TestOAuthRevoke_RefusesOnMemory: the CLI cannot reach a running server's
+// in-memory grants.
+func TestOAuthRevoke_RefusesOnMemory(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfgPath, []byte("publicUrl: http://127.0.0.1:1\nconnectors:\n  - id: tracker\n    url: http://127.0.0.1:1/mcp\n    oauth: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath)
+	if code != 1 || !strings.Contains(errOut, "memory:") {
+		t.Fatalf("%d %s", code, errOut)
+	}
 }

@@ -66,6 +66,12 @@ func (a *app) reload(src reloadSource, log *slog.Logger) {
 		log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())
 		return
 	}
+	if a.oauth != nil {
+		// Validated by config.Load (url and id present): cannot fail here.
+		if err := a.oauth.SetConnectors(oauthConnectors(next)); err != nil {
+			log.Error("configuration reload: oauth connectors refused", "reason", err.Error())
+		}
+	}
 	if err := a.server.Reload(server.Reloadable{
 		Tokens: serverTokens(next), Requests: requestLimits(next),
 		HostCallTimeout: next.Execute.HostCallTimeout, Code: code,
