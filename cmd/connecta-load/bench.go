@@ -42,6 +42,8 @@ type benchConfig struct {
 	Duration   time.Duration // per closed-loop point
 	Clients    []int
 	StreamN    int // cancellations and streamed programs measured
+	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
+	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,6 +57,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each closed-loop point")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
 	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
+	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL (issue 13)")
+	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the store series (default: a throwaway cluster when the server binaries are installed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -96,6 +100,7 @@ type benchResult struct {
 	RSSIdle, RSSPeak, ChildHWM int64
 	Budget                     []budgetKill
 	Streaming                  *streamResult // issue 10 figures; nil when not measured
+	Stores                     []storePoint  // issue 13 figures; nil when not measured
 }
 
 type loopPoint struct {
@@ -230,6 +235,12 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 	}
 	if r.Streaming, err = benchStreaming(ctx, srv, cl, tools, c.StreamN, logf); err != nil {
 		return nil, err
+	}
+
+	if c.Stores {
+		if r.Stores, err = benchStores(ctx, c, connectors, logf); err != nil {
+			return nil, err
+		}
 	}
 
 	logf("hello-world floor again")

@@ -49,6 +49,7 @@ func (r *benchResult) write(w io.Writer) error {
 	if r.Streaming != nil {
 		r.Streaming.write(&b)
 	}
+	writeStores(&b, r.Stores)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -22,6 +22,7 @@ type reloadSource struct {
 var restartOnly = []struct{ key, field string }{
 	{"listen", "Listen"}, {"publicUrl", "PublicURL"}, {"executor", "Executor"},
 	{"catalog", "Catalog"}, {"results", "Results"}, {"activity", "Activity"}, {"runtime", "Runtime"},
+	{"store", "Store"}, {"vault", "Vault"},
 }
 
 // ignoredChanges lists the restart-only keys whose values differ.
