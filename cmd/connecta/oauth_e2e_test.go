@@ -12,6 +12,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/store"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 )
 
@@ -378,6 +380,27 @@ connectors:
 			t.Fatalf("whoami after revoke: %s", text)
 		}
 	})
+	// Every grant change is in the store's audit trail.
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.ListAudit(ctx, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, r := range recs {
+		if r.Target == "connector:tracker" {
+			actions = append(actions, r.Action)
+		}
+	}
+	for _, want := range []string{"oauth.flow_started", "oauth.granted", "oauth.revoked"} {
+		if !slices.Contains(actions, want) {
+			t.Errorf("audit trail %v lacks %s", actions, want)
+		}
+	}
 }
 
 // TestOAuthRevoke_RefusesOnMemory: the CLI cannot reach a running server's
