@@ -38,6 +38,8 @@ type requestInfo struct {
 	// rpcID is the JSON-RPC id of the request this POST carries, as
 	// rpcIDKey writes it; "" when none (stdio cancels through its session).
 	rpcID string
+	// flush is an event-stream response's flush gate (nil for JSON replies).
+	flush *flushGate
 }
 
 type requestInfoKey struct{}
@@ -287,7 +289,8 @@ func (s *Server) rpcRouted() http.Handler {
 			}
 			info.rpcID = rpcIDKey(msg.ID)
 			if token, level := streamWants(msg.Params.Meta); token != nil || level != "" {
-				s.mcpSSE.ServeHTTP(w, r)
+				info.flush = &flushGate{ResponseWriter: w}
+				s.mcpSSE.ServeHTTP(info.flush, r)
 				return
 			}
 		}

@@ -328,6 +328,9 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 	if st := newRequestStream(sdkCtx, req.Session, meta); st != nil {
 		defer st.close() // runs before the result is written
 		ctx = context.WithValue(ctx, streamKey{}, st)
+		if info.flush != nil {
+			info.flush.more.Store(st)
+		}
 	}
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)

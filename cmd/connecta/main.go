@@ -36,7 +36,7 @@ func commands() []command {
 		{"serve", "serve [--config FILE] [--listen HOST:PORT] [--stdio]", "run the server (the default command)", cmdServe},
 		{"check", "check --config FILE [--credentials-dir DIR]", "validate a configuration file",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCheck(a, o, e) }},
-		{"doctor", "doctor [--config FILE] [--credentials-dir DIR]", "check the configuration, every connector and the executor",
+		{"doctor", "doctor [--config FILE] [--credentials-dir DIR]", "check the configuration, every connector, the store and the executor",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdDoctor(a, o, e) }},
 		{"oauth", "oauth revoke CONNECTOR --config FILE", "revoke a connector's downstream OAuth grant",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdOAuth(a, o, e) }},

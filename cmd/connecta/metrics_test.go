@@ -92,9 +92,10 @@ func httpGet(t *testing.T, url string) (int, string) {
 // /metrics is served there and only there.
 func TestAlertSeriesExistOnAFreshServer(t *testing.T) {
 	listen, metrics := freeAddr(t), freeAddr(t)
-	yaml := "listen: " + listen + "\nmetricsListen: " + metrics + "\n" +
+	yaml := "listen: " + listen + "\nmetricsListen: " + metrics + "\npublicUrl: http://" + listen + "\n" +
 		"executor: {spares: 0}\n" +
-		"connectors:\n  - id: demo\n    builtin: demo\n  - id: remote\n    url: http://127.0.0.1:9/mcp\n"
+		"connectors:\n  - id: demo\n    builtin: demo\n  - id: remote\n    url: http://127.0.0.1:9/mcp\n" +
+		"  - id: docs\n    url: http://127.0.0.1:9/docs/mcp\n    oauth: {}\n"
 	cfg, err := config.Parse("fresh.yaml", []byte(yaml), resolver(""))
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type reloadSource struct {
 var restartOnly = []struct{ key, field string }{
 	{"listen", "Listen"}, {"publicUrl", "PublicURL"}, {"executor", "Executor"},
 	{"catalog", "Catalog"}, {"results", "Results"}, {"activity", "Activity"}, {"runtime", "Runtime"},
+	{"store", "Store"}, {"vault", "Vault"},
 }
 
 // ignoredChanges lists the restart-only keys whose values differ.
@@ -65,6 +66,12 @@ func (a *app) reload(src reloadSource, log *slog.Logger) {
 	if err != nil {
 		log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())
 		return
+	}
+	if a.oauth != nil {
+		// Validated by config.Load (url and id present): cannot fail here.
+		if err := a.oauth.SetConnectors(oauthConnectors(next)); err != nil {
+			log.Error("configuration reload: oauth connectors refused", "reason", err.Error())
+		}
 	}
 	if err := a.server.Reload(server.Reloadable{
 		Tokens: serverTokens(next), Requests: requestLimits(next),

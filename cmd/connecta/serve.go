@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,8 @@ type app struct {
 	gateway  *gateway.Gateway
 	pool     *supervisor.Pool
 	server   *server.Server
+	oauth    *oauth.Manager // nil without publicUrl
+	oauthDB  *sql.DB        // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
 	disc     *discovery.Service
 	cfg      *config.Config // the configuration running (reload replaces its reloadable sections)
 }
@@ -104,12 +107,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		return nil, fmt.Errorf("activity: %w", err)
 	}
 	if oauthStore == nil {
-		oauthStore = oauth.NewMemoryStore()
+		oauthStore, a.oauthDB, err = newOAuthStore(cfg, a.state)
+		if err != nil {
+			return nil, err
+		}
 	}
 	flows, err := newOAuth(cfg, a, log, oauthStore)
 	if err != nil {
 		return nil, err
 	}
+	a.oauth = flows
 	a.gateway, err = gateway.New(ctx, gateway.Options{
 		Connectors:  connectorSpecs(cfg),
 		CatalogTTL:  cfg.Catalog.TTL,
@@ -163,6 +170,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		ExecutorName:         executorName,
 		CodeAdmission:        codeAdmission,
 		StoreState:           a.state.health,
+		Inflight:             a.state.inflight(),
 		Tokens:               serverTokens(cfg),
 		PublicURL:            cfg.PublicURL,
 		OAuth:                oauthFlows(flows),
@@ -193,6 +201,9 @@ func (a *app) close() {
 	}
 	if a.activity != nil {
 		_ = a.activity.Close()
+	}
+	if a.oauthDB != nil {
+		_ = a.oauthDB.Close()
 	}
 	a.state.close()
 }
