@@ -24,7 +24,7 @@ type state struct {
 	// leaves cancellation to this process.
 	shared *store.Inflight
 	stop   context.CancelFunc
-	done  chan struct{}
+	done   chan struct{}
 }
 
 // openState opens store.url (retrying an unreachable PostgreSQL, migrating)
