@@ -23,7 +23,10 @@ type Config struct {
 
 	Listen     string // host:port of the HTTP listener
 	ListenLine int    // line of `listen` in File; 0 when defaulted
-	PublicURL  string // "" when unset
+	// MetricsListen, when set, is the one address /metrics is served on
+	// (and then not on Listen): scrape a private interface only.
+	MetricsListen string
+	PublicURL     string // "" when unset
 
 	Auth       Auth
 	Requests   Requests
@@ -115,7 +118,7 @@ type Results struct {
 type Activity struct {
 	MaxEvents int           // newest events kept; 0 = no count bound
 	MaxAge    time.Duration // events older than this are deleted; 0 = no age bound
-	File      string // "" = no file; relative paths are resolved against the config file's directory
+	File      string        // "" = no file; relative paths are resolved against the config file's directory
 }
 
 // Runtime tunes the Go runtime of the serving process (never the sandbox

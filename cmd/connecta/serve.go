@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -61,6 +63,9 @@ type serveOptions struct {
 	stdin      io.ReadCloser
 	stdout     io.WriteCloser
 	log        *slog.Logger
+	// reload delivers SIGHUP; the configuration is re-read from source.
+	reload <-chan os.Signal
+	source reloadSource
 }
 
 // app is everything serve builds, closed in reverse order.
@@ -71,13 +76,17 @@ type app struct {
 	gateway  *gateway.Gateway
 	pool     *supervisor.Pool
 	server   *server.Server
+	oauth    *oauth.Manager // nil without publicUrl
+	oauthDB  *sql.DB        // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
+	disc     *discovery.Service
+	cfg      *config.Config // the configuration running (reload replaces its reloadable sections)
 }
 
 // build wires config into the gateway, discovery, stash, executor, contract
 // and server. Secrets were resolved by config.Load and are passed by value,
 // never logged.
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool, oauthStore oauth.Store) (*app, error) {
-	a := &app{registry: prometheus.NewRegistry()}
+	a := &app{registry: prometheus.NewRegistry(), cfg: cfg}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
 	defer func() {
@@ -98,12 +107,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		return nil, fmt.Errorf("activity: %w", err)
 	}
 	if oauthStore == nil {
-		oauthStore = oauth.NewMemoryStore()
+		oauthStore, a.oauthDB, err = newOAuthStore(cfg, a.state)
+		if err != nil {
+			return nil, err
+		}
 	}
 	flows, err := newOAuth(cfg, a, log, oauthStore)
 	if err != nil {
 		return nil, err
 	}
+	a.oauth = flows
 	a.gateway, err = gateway.New(ctx, gateway.Options{
 		Connectors:  connectorSpecs(cfg),
 		CatalogTTL:  cfg.Catalog.TTL,
@@ -123,6 +136,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
+	a.disc = disc
 
 	var code server.CodeTool
 	executorName := ""
@@ -138,35 +152,29 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		}
 	}
 
-	tokens := make([]server.Token, 0, len(cfg.Auth.Tokens))
-	for _, t := range cfg.Auth.Tokens {
-		tokens = append(tokens, server.Token{Name: t.Name, Value: t.Token.Reveal(), Operator: t.Operator})
-	}
 	var codeAdmission func() any
 	if a.pool != nil {
 		pool := a.pool
 		codeAdmission = func() any { return codeSnapshot(pool.Snapshot()) }
 	}
 	a.server, err = server.New(server.Options{
-		Name:      serverName,
-		Version:   buildVersion(),
-		Gateway:   a.gateway,
-		Discovery: disc,
-		Stash:     a.state.stash,
-		Activity:  a.activity,
-		Code:      code,
+		MetricsElsewhere: cfg.MetricsListen != "",
+		Name:             serverName,
+		Version:          buildVersion(),
+		Gateway:          a.gateway,
+		Discovery:        disc,
+		Stash:            a.state.stash,
+		Activity:         a.activity,
+		Code:             code,
 
-		ExecutorName:  executorName,
-		CodeAdmission: codeAdmission,
-		StoreState:    a.state.health,
-		Tokens:        tokens,
-		PublicURL:     cfg.PublicURL,
-		OAuth:         oauthFlows(flows),
-		Requests: server.RequestLimits{
-			MaxActive: cfg.Requests.MaxActive, MaxQueue: cfg.Requests.MaxQueue,
-			QueueTimeout: cfg.Requests.QueueTimeout, RetryAfter: cfg.Requests.RetryAfter,
-			MaxBodyBytes: cfg.Requests.MaxBodyBytes, BodyTimeout: cfg.Requests.BodyTimeout,
-		},
+		ExecutorName:         executorName,
+		CodeAdmission:        codeAdmission,
+		StoreState:           a.state.health,
+		Inflight:             a.state.inflight(),
+		Tokens:               serverTokens(cfg),
+		PublicURL:            cfg.PublicURL,
+		OAuth:                oauthFlows(flows),
+		Requests:             requestLimits(cfg),
 		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
 		HostCallTimeout:      cfg.Execute.HostCallTimeout,
 		ExecutionTimeout:     cfg.Executor.Timeout,
@@ -193,6 +201,9 @@ func (a *app) close() {
 	}
 	if a.activity != nil {
 		_ = a.activity.Close()
+	}
+	if a.oauthDB != nil {
+		_ = a.oauthDB.Close()
 	}
 	a.state.close()
 }
@@ -307,11 +318,23 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		}
 		defer ln.Close()
 	}
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		var err error
+		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return metricsListenError(cfg.MetricsListen, err)
+		}
+		defer mln.Close()
+	}
 	a, err := build(ctx, cfg, o.log, true, o.oauthStore)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	if mln != nil {
+		stopMetrics := serveMetrics(mln, a.server, o.log)
+		defer stopMetrics()
+	}
 	notifier := newNotifier(o.log)
 	defer notifier.stop()
 
@@ -324,6 +347,18 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	if o.stdio {
 		o.log.Info("serving MCP over stdio", "version", buildVersion(), "connectors", len(cfg.Connectors))
 		notifier.ready(poolAlive)
+		stopReloads := make(chan struct{})
+		defer close(stopReloads)
+		go func() {
+			for {
+				select {
+				case <-o.reload:
+					a.reload(o.source, o.log)
+				case <-stopReloads:
+					return
+				}
+			}
+		}()
 		err := a.server.ServeStdio(ctx, o.stdin, o.stdout)
 		notifier.stopping()
 		return err
@@ -346,10 +381,15 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		return poolAlive(ctx)
 	})
 
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http: %w", err)
-	case <-ctx.Done():
+	for running := true; running; {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("http: %w", err)
+		case <-o.reload:
+			a.reload(o.source, o.log)
+		case <-ctx.Done():
+			running = false
+		}
 	}
 	notifier.stopping()
 	o.log.Info("shutting down", "inFlight", a.server.InFlight(), "grace", shutdownGrace.String())
@@ -372,6 +412,38 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	<-errc
 	o.log.Info("stopped")
 	return nil
+}
+
+// serveMetrics serves /metrics alone on its own listener (metricsListen)
+// until the returned stop is called.
+func serveMetrics(ln net.Listener, s *server.Server, log *slog.Logger) (stop func()) {
+	srv := &http.Server{
+		Handler:           s.MetricsHandler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	log.Info("serving /metrics", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
+		<-done
+	}
+}
+
+func metricsListenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen %s: address already in use: another process holds it; choose another address with `metricsListen:` in the configuration file", addr)
+	}
+	return fmt.Errorf("metricsListen %s: %w", addr, err)
 }
 
 // listenError says how to pick another address when this one is taken.
