@@ -118,7 +118,7 @@ type Results struct {
 type Activity struct {
 	MaxEvents int           // newest events kept; 0 = no count bound
 	MaxAge    time.Duration // events older than this are deleted; 0 = no age bound
-	File      string // "" = no file; relative paths are resolved against the config file's directory
+	File      string        // "" = no file; relative paths are resolved against the config file's directory
 }
 
 // Runtime tunes the Go runtime of the serving process (never the sandbox

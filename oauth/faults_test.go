@@ -272,3 +272,98 @@ func newJar() http.CookieJar {
 	jar, _ := cookiejar.New(nil)
 	return jar
 }
+
+// TestClientIdentityOrder: the configured client first, then a client ID
+// metadata document (supported by the server and an https publicUrl), then
+// dynamic registration.
+func TestClientIdentityOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.asm = func(m map[string]any) { m["client_id_metadata_document_supported"] = true }
+	clientOf := func(public string, c oauth.Connector) string {
+		t.Helper()
+		c.ID, c.URL = "tracker", b.srv.URL+"/mcp"
+		m, err := oauth.New(oauth.Options{PublicURL: public, Store: oauth.NewMemoryStore()}, []oauth.Connector{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		u, _ := url.Parse(st.AuthorizationURL)
+		if u.Query().Get("code_challenge_method") != "S256" || u.Query().Get("resource") != b.srv.URL+"/mcp" ||
+			u.Query().Get("redirect_uri") != public+"/oauth/callback/tracker" {
+			t.Fatalf("authorization URL %s", u)
+		}
+		return u.Query().Get("client_id")
+	}
+	if got := clientOf("https://connecta.example.com", oauth.Connector{ClientID: "operator-client"}); got != "operator-client" {
+		t.Errorf("configured client: %q", got)
+	}
+	if got := clientOf("https://connecta.example.com", oauth.Connector{}); got != "https://connecta.example.com/oauth/client-metadata.json" {
+		t.Errorf("metadata document: %q", got)
+	}
+	if got := clientOf("http://127.0.0.1:9", oauth.Connector{}); got != "bad-client" {
+		t.Errorf("dynamic registration with an http publicUrl: %q", got)
+	}
+
+	// The document itself.
+	m, _ := oauth.New(oauth.Options{PublicURL: "https://connecta.example.com", Store: oauth.NewMemoryStore()},
+		[]oauth.Connector{{ID: "tracker", URL: b.srv.URL + "/mcp"}})
+	rec := httptest.NewRecorder()
+	m.ClientMetadata(rec, httptest.NewRequest("GET", "/oauth/client-metadata.json", nil))
+	var doc struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		AuthMethod   string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.ClientID != "https://connecta.example.com/oauth/client-metadata.json" ||
+		len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != "https://connecta.example.com/oauth/callback/tracker" || doc.AuthMethod != "none" {
+		t.Fatalf("client metadata document: %s", rec.Body)
+	}
+}
+
+// TestConfiguredClient: an operator-registered confidential client at the
+// real provider completes the flow with its secret.
+func TestConfiguredClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := "http://" + ln.Addr().String()
+	p := oidctest.Start(t, oidctest.Options{Clients: []oidctest.Client{{
+		ID: "connecta-ops", Secret: "ops-secret-0123456789", RedirectURIs: []string{public + "/oauth/callback/tracker"},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, AuthMethod: "client_secret_post",
+	}}})
+	rs := oidctest.NewProtectedServer(t, p)
+	st := oauth.NewMemoryStore()
+	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st},
+		[]oauth.Connector{{ID: "tracker", URL: rs.URL, ClientID: "connecta-ops", ClientSecret: "ops-secret-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/oauth/callback/", m.Callback)
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	s, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	human := &http.Client{Jar: newJar()}
+	back, err := p.Authorize(ctx, human, s.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, page := get(t, human, back.String()); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	if _, err := st.Open(ctx, "tracker", "client"); err == nil {
+		t.Fatal("a configured client was registered dynamically")
+	}
+}

@@ -41,7 +41,7 @@ type benchConfig struct {
 	Sequential int           // calls per sequential series
 	Duration   time.Duration // per closed-loop point
 	Clients    []int
-	StreamN    int // cancellations and streamed programs measured
+	StreamN    int    // cancellations and streamed programs measured
 	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 }

@@ -45,6 +45,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stdout, "warning: %s\n", w.String())
 	}
+	checkClassifications(context.Background(), cfg, stdout)
 	fmt.Fprintf(stdout, "%s: ok (%d connectors, listen %s)\n", *configPath, len(cfg.Connectors), cfg.Listen)
 	return 0
 }
@@ -114,6 +115,13 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		for i, cc := range cfg.Connectors {
+			if cc.ID == c.ID {
+				for _, w := range classificationWarnings(cfg, cc, i, tools) {
+					fmt.Fprintf(stdout, "warning: %s\n", w.String())
+				}
+			}
+		}
 	}
 
 	sctx, cancelStore := context.WithTimeout(ctx, doctorTimeout)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/oauth/oauthstore"
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/store"
 )
 
 // newOAuthStore keeps OAuth state in the configured store, sealed by the
@@ -54,7 +56,7 @@ func oauthConnectors(cfg *config.Config) []oauth.Connector {
 // reload may add OAuth connectors later; config refuses oauth without
 // publicUrl); nil otherwise. A changed grant invalidates that connector's
 // catalog; every grant change is an audit record in the log.
-func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (*oauth.Manager, error) {
+func newOAuth(cfg *config.Config, a *app, log *slog.Logger, flows oauth.Store) (*oauth.Manager, error) {
 	conns := oauthConnectors(cfg)
 	if cfg.PublicURL == "" {
 		return nil, nil
@@ -68,13 +70,26 @@ func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (
 	}
 	m, err := oauth.New(oauth.Options{
 		PublicURL: cfg.PublicURL,
-		Store:     store,
+		Store:     flows,
 		Logger:    log.With("component", "oauth"),
 		Metrics:   reg,
 		OnGrantChange: func(id string) {
 			if a.gateway != nil {
 				a.gateway.InvalidateCatalog(id)
 			}
+		},
+		Audit: func(ctx context.Context, rec oauth.AuditRecord) {
+			if a.state == nil {
+				return
+			}
+			detail := strings.TrimSpace(strings.Join([]string{rec.Outcome, rec.Message}, " "))
+			if rec.Issuer != "" {
+				detail = strings.TrimSpace(detail + " issuer " + rec.Issuer)
+			}
+			// An audit write never fails the flow; the log has the record too.
+			_ = a.state.store.AppendAudit(context.WithoutCancel(ctx), store.AuditRecord{
+				Actor: rec.Actor, Action: "oauth." + rec.Action, Target: "connector:" + rec.Connector, Detail: detail,
+			})
 		},
 	}, conns)
 	if err != nil {
@@ -147,7 +162,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.close()
-	store, db, err := newOAuthStore(cfg, st)
+	flows, db, err := newOAuthStore(cfg, st)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1
@@ -155,7 +170,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 	if db != nil {
 		defer db.Close()
 	}
-	m, err := newOAuth(cfg, &app{}, log, store)
+	m, err := newOAuth(cfg, &app{state: st}, log, flows)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1

@@ -12,6 +12,8 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +23,9 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/store"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/pgtest"
 )
 
 type syncBuffer struct {
@@ -378,6 +382,27 @@ connectors:
 			t.Fatalf("whoami after revoke: %s", text)
 		}
 	})
+	// Every grant change is in the store's audit trail.
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.ListAudit(ctx, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, r := range recs {
+		if r.Target == "connector:tracker" {
+			actions = append(actions, r.Action)
+		}
+	}
+	for _, want := range []string{"oauth.flow_started", "oauth.granted", "oauth.revoked"} {
+		if !slices.Contains(actions, want) {
+			t.Errorf("audit trail %v lacks %s", actions, want)
+		}
+	}
 }
 
 // TestOAuthRevoke_RefusesOnMemory: the CLI cannot reach a running server's
@@ -391,5 +416,123 @@ func TestOAuthRevoke_RefusesOnMemory(t *testing.T) {
 	code, _, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath)
 	if code != 1 || !strings.Contains(errOut, "memory:") {
 		t.Fatalf("%d %s", code, errOut)
+	}
+}
+
+// TestDownstreamOAuth_Replicas: two connecta replicas on one PostgreSQL
+// store behind one publicUrl. A flow started on replica A completes with
+// the callback on replica B; both then use the same grant; when the access
+// token expires under concurrent calls on both, exactly one refresh happens
+// (advisory lock).
+func TestDownstreamOAuth_Replicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two servers on a throwaway PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	cluster := pgtest.Start(t)
+	dbURL := cluster.Database(t)
+	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 3 * time.Second})
+	rs := oidctest.NewProtectedServer(t, p)
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(255 - i)
+	}
+	t.Setenv("CONNECTA_TEST_VAULT_KEY", base64.StdEncoding.EncodeToString(key))
+	t.Setenv("CONNECTA_TEST_STORE_URL", dbURL)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	public := "http://" + addrB // the load balancer sends browsers to B
+	sessions := map[string]*mcp.ClientSession{}
+	for name, addr := range map[string]string{"A": addrA, "B": addrB} {
+		yaml := fmt.Sprintf(`listen: %s
+publicUrl: %s
+executor: {spares: 0}
+store: {url: "${env:CONNECTA_TEST_STORE_URL}"}
+vault: {keys: [{id: k1, key: "${env:CONNECTA_TEST_VAULT_KEY}"}], active: k1}
+connectors:
+  - id: tracker
+    url: %s
+    oauth: {}
+`, addr, public, rs.URL)
+		cfg, err := config.Parse("replica-"+name+".yaml", []byte(yaml), resolver(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveCtx, stop := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+		t.Cleanup(func() {
+			stop()
+			if err := <-errc; err != nil {
+				t.Errorf("replica %s: %v", name, err)
+			}
+		})
+		waitHealthy(t, "http://"+addr)
+		client := mcp.NewClient(&mcp.Implementation{Name: "replica-" + name, Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions[name] = cs
+	}
+	tool := func(name, tool string, args map[string]any) (string, bool) {
+		res, err := sessions[name].CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Errorf("%s %s: %v", name, tool, err)
+			return "", true
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	text, _ := tool("A", "authorize_connector", map[string]any{"connector": "tracker"})
+	var st struct{ Status, AuthorizationURL string }
+	if json.Unmarshal([]byte(text), &st) != nil || st.Status != "authorization_required" {
+		t.Fatalf("A: %s", text)
+	}
+	text, _ = tool("B", "authorize_connector", map[string]any{"connector": "tracker"})
+	var stB struct{ Status, AuthorizationURL string }
+	if json.Unmarshal([]byte(text), &stB) != nil || stB.Status != "pending" || stB.AuthorizationURL != st.AuthorizationURL {
+		t.Fatalf("B sees %s, want A's pending flow", text)
+	}
+	jar, _ := cookiejar.New(nil)
+	human := &http.Client{Jar: jar}
+	back, err := p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(back.String(), public+"/oauth/callback/tracker?") {
+		t.Fatalf("callback %s is not on B", back)
+	}
+	if page := get(t, back.String()); !strings.Contains(page, "Connected") {
+		t.Fatalf("callback on B: %s", page)
+	}
+	for _, name := range []string{"A", "B"} {
+		if text, isErr := tool(name, "call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
+			t.Fatalf("replica %s: %s", name, text)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		name := []string{"A", "B"}[i%2]
+		wg.Go(func() {
+			if text, isErr := tool(name, "call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
+				t.Errorf("replica %s after expiry: %s", name, text)
+			}
+		})
+	}
+	wg.Wait()
+	refreshes := 0
+	for _, addr := range []string{addrA, addrB} {
+		m := get(t, "http://"+addr+"/metrics")
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, `connecta_oauth_refreshes_total{connector="tracker",outcome="ok"} `) {
+				n, _ := strconv.Atoi(strings.Fields(l)[1])
+				refreshes += n
+			}
+		}
+	}
+	if refreshes != 1 {
+		t.Fatalf("refreshes across both replicas = %d, want exactly 1", refreshes)
 	}
 }

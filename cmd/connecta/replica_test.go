@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -301,4 +302,100 @@ func TestReplicas_KilledMidWriteLeavesNoCorruptRow(t *testing.T) {
 		t.Fatalf("%d rows whose bytes disagree with their size (%v)", bad, err)
 	}
 	t.Logf("%d handles minted on the killed replica; the last ones page whole on the other", n)
+}
+
+// waitServer is an MCP server whose one tool, wait, blocks until its
+// request is cancelled (or a minute passes).
+func waitServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "wait", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"waited":true}`}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+func postRPC(ctx context.Context, addr, body string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestReplicas_CancelReachingTheOtherReplicaStillCancels: a
+// notifications/cancelled posted to B names a request running on A; the
+// one match across both replicas is found and A's call ends cancelled.
+func TestReplicas_CancelReachingTheOtherReplicaStillCancels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and two servers")
+	}
+	pg := pgtest.Start(t)
+	url := pg.Database(t)
+	cfg := replicaConfig(url) + "  - id: slow\n    url: " + waitServer(t) + "\n"
+	a, b := startServer(t, cfg), startServer(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	type answer struct {
+		body string
+		took time.Duration
+		err  error
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		_, body, err := postRPC(ctx, a.addr, `{"jsonrpc":"2.0","id":"cancel-me-7","method":"tools/call","params":{"name":"call_tool","arguments":{"address":"slow.wait","args":{},"timeoutMs":60000}}}`)
+		done <- answer{body, time.Since(start), err}
+	}()
+	// Cancel through B until it matches (A's row lands within ~50 ms).
+	var got string
+	eventually(t, 15*time.Second, "the cancel matched on B", func() bool {
+		code, _, err := postRPC(ctx, b.addr, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"cancel-me-7"}}`)
+		if err != nil || code != http.StatusAccepted {
+			t.Fatalf("cancel on B: %d %v", code, err)
+		}
+		resp, err := http.Get("http://" + b.addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		got = string(m)
+		return strings.Contains(got, `connecta_cancellations_total{result="matched"} 1`)
+	})
+	select {
+	case ans := <-done:
+		if ans.err != nil || !strings.Contains(ans.body, "cancel") || ans.took > 30*time.Second {
+			t.Fatalf("A's call after the cancel on B (%s): %v %.400s", ans.took, ans.err, ans.body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's call did not end after the cancel reached B")
+	}
+	// A request id nobody runs is unknown on both.
+	code, _, _ := postRPC(ctx, a.addr, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nobody"}}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("unknown cancel: %d", code)
+	}
 }

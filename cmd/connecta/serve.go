@@ -170,6 +170,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 		ExecutorName:         executorName,
 		CodeAdmission:        codeAdmission,
 		StoreState:           a.state.health,
+		Inflight:             a.state.inflight(),
 		Tokens:               serverTokens(cfg),
 		PublicURL:            cfg.PublicURL,
 		OAuth:                oauthFlows(flows),

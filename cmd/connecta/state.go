@@ -20,8 +20,11 @@ type state struct {
 	store store.Store
 	vault *vault.Vault
 	stash *stash.Stash
-	stop  context.CancelFunc
-	done  chan struct{}
+	// shared is the cross-replica in-flight registry (PostgreSQL); nil
+	// leaves cancellation to this process.
+	shared *store.Inflight
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // openState opens store.url (retrying an unreachable PostgreSQL, migrating)
@@ -44,6 +47,9 @@ func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 		vault: v,
 		stash: stash.New(st, stash.Options{MaxBytes: cfg.Results.StashMaxBytes, TTL: cfg.Results.StashTTL}),
 		done:  make(chan struct{}),
+	}
+	if sh, err := store.NewInflight(st, log.With("component", "inflight")); err == nil {
+		s.shared = sh
 	}
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
@@ -80,5 +86,27 @@ func (s *state) close() {
 	}
 	s.stop()
 	<-s.done
+	if s.shared != nil {
+		_ = s.shared.Close()
+	}
 	_ = s.store.Close()
+}
+
+// inflight is the server's cancellation registry: across replicas on
+// PostgreSQL, nil (the server's own, one process) otherwise.
+func (s *state) inflight() server.Inflight {
+	if s.shared == nil {
+		return nil
+	}
+	return sharedInflight{s.shared}
+}
+
+type sharedInflight struct{ f *store.Inflight }
+
+func (i sharedInflight) Register(actor, requestID string, cancel context.CancelFunc) func() {
+	return i.f.Register(actor, requestID, cancel)
+}
+
+func (i sharedInflight) Cancel(actor, requestID string) server.CancelResult {
+	return server.CancelResult(i.f.Cancel(actor, requestID))
 }
