@@ -6,60 +6,10 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/oauth"
-	"github.com/connecta-dev/connecta/server"
 )
-
-// newOAuth builds the downstream OAuth manager when a connector sets
-// `oauth`; nil otherwise. A changed grant invalidates that connector's
-// catalog; every grant change is an audit record in the log.
-func newOAuth(cfg *config.Config, a *app, log *slog.Logger, store oauth.Store) (*oauth.Manager, error) {
-	var conns []oauth.Connector
-	for _, c := range cfg.Connectors {
-		if c.OAuth == nil {
-			continue
-		}
-		conns = append(conns, oauth.Connector{
-			ID: c.ID, Title: c.Title, URL: c.URL,
-			ClientID: c.OAuth.ClientID, ClientSecret: c.OAuth.ClientSecret.Reveal(), Scopes: c.OAuth.Scopes,
-		})
-	}
-	if len(conns) == 0 {
-		return nil, nil
-	}
-	m, err := oauth.New(oauth.Options{
-		PublicURL: cfg.PublicURL,
-		Store:     store,
-		Logger:    log.With("component", "oauth"),
-		Metrics:   a.registry,
-		OnGrantChange: func(id string) {
-			if a.gateway != nil {
-				a.gateway.InvalidateCatalog(id)
-			}
-		},
-	}, conns)
-	if err != nil {
-		return nil, fmt.Errorf("oauth: %w", err)
-	}
-	return m, nil
-}
-
-// The interfaces take nil, not a typed nil pointer.
-func oauthTransport(m *oauth.Manager) gateway.OAuthTransport {
-	if m == nil {
-		return nil
-	}
-	return m
-}
-
-func oauthFlows(m *oauth.Manager) server.OAuthFlows {
-	if m == nil {
-		return nil
-	}
-	return m
-}
 
 // cmdOAuth is `connecta oauth revoke CONNECTOR --config FILE`: it revokes
 // the connector's grant at the authorization server (RFC 7009, when
@@ -103,7 +53,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "connecta oauth revoke: the store is memory:, so grants live only inside the running server; restarting it drops them (configure a durable store to revoke from the command line)\n")
 		return 1
 	}
-	m, err := newOAuth(cfg, &app{}, slog.New(slog.DiscardHandler), store)
+	m, err := app.NewOAuth(cfg, nil, nil, slog.New(slog.DiscardHandler), store)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1
