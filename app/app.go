@@ -26,7 +26,6 @@ import (
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/observe"
-	"github.com/connecta-dev/connecta/gateway/stash"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
@@ -73,6 +72,7 @@ type App struct {
 	Pool      *supervisor.Pool // nil without Options.Executor
 	Server    *server.Server
 
+	state    *state
 	ownsPool bool
 }
 
@@ -98,9 +98,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 	}()
 	var err error
+	a.state, err = openState(ctx, cfg, log, a.Registry)
+	if err != nil {
+		return nil, err
+	}
 	a.Activity, err = activity.New(activity.Options{
-		Ring: cfg.Activity.Ring, File: cfg.Activity.File, Logger: log.With("component", "activity"),
-		ServerName: ServerName, ServerVersion: o.Version,
+		Store: a.state.store, File: cfg.Activity.File, Logger: log.With("component", "activity"),
+		ServerName: ServerName, ServerVersion: o.Version, Registerer: a.Registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activity: %w", err)
@@ -136,7 +140,6 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	results := stash.NewMemory(stash.Options{MaxBytes: cfg.Results.StashMaxBytes, TTL: cfg.Results.StashTTL})
 
 	var code server.CodeTool
 	var codeAdmission func() server.AdmissionSnapshot
@@ -161,6 +164,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
 			MaxCodeBytes:     contract.DefaultMaxCodeBytes,
 			Identity:         server.RequestIdentity,
+			Notifier:         programNotifier,
 			Logger:           log.With("component", "contract"),
 		})
 		if err != nil {
@@ -179,12 +183,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Version:   o.Version,
 		Gateway:   a.Gateway,
 		Discovery: a.Discovery,
-		Stash:     results,
+		Stash:     a.state.stash,
 		Activity:  a.Activity,
 		Code:      code,
 
 		ExecutorName:  executorName,
 		CodeAdmission: codeAdmission,
+		StoreState:    a.state.health,
 		Tokens:        tokens,
 		PublicURL:     cfg.PublicURL,
 		OAuth:         oauthFlows(flows),
@@ -209,7 +214,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 // Close releases everything: the executor first (in-flight programs end
 // executor_closed) unless it was given in Options, then connectors, then
-// the activity file. Idempotent.
+// the activity (its queued events reach the store), then the store. Call
+// it once.
 func (a *App) Close() {
 	if a.Pool != nil && a.ownsPool {
 		_ = a.Pool.Close()
@@ -220,6 +226,7 @@ func (a *App) Close() {
 	if a.Activity != nil {
 		_ = a.Activity.Close()
 	}
+	a.state.close()
 }
 
 // CloseExecutor closes the pool New built (not one given in Options), so
@@ -359,6 +366,15 @@ func NewOAuth(cfg *config.Config, reg prometheus.Registerer, onGrantChange func(
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
 	return m, nil
+}
+
+// programNotifier adapts the server's per-request stream to the contract's
+// Notifier; no stream is a nil interface, never a typed nil.
+func programNotifier(ctx context.Context) contract.Notifier {
+	if n := server.ProgramNotifier(ctx); n != nil {
+		return n
+	}
+	return nil
 }
 
 // The interfaces take nil, not a typed nil pointer.

@@ -32,6 +32,8 @@ type Config struct {
 	Catalog    Catalog
 	Results    Results
 	Activity   Activity
+	Store      Store
+	Vault      Vault
 	Runtime    Runtime
 	Connectors []Connector
 
@@ -108,10 +110,12 @@ type Results struct {
 	StashMaxBytes  int64
 }
 
-// Activity configures the activity ring and the optional JSON-lines file.
+// Activity configures the history's retention in the store and the optional
+// JSON-lines file.
 type Activity struct {
-	Ring int
-	File string // "" = no file; relative paths are resolved against the config file's directory
+	MaxEvents int           // newest events kept; 0 = no count bound
+	MaxAge    time.Duration // events older than this are deleted; 0 = no age bound
+	File      string        // "" = no file; relative paths are resolved against the config file's directory
 }
 
 // Runtime tunes the Go runtime of the serving process (never the sandbox
@@ -233,7 +237,8 @@ const (
 	DefaultResultsStashTTL       = 900000 * time.Millisecond
 	DefaultResultsStashMaxBytes  = 64 << 20 // 67,108,864
 
-	DefaultActivityRing = 1000
+	DefaultActivityMaxEvents = 100_000
+	DefaultActivityMaxAge    = 2_592_000_000 * time.Millisecond // 30 days
 
 	// The parent allocates mostly short-lived request garbage and keeps a
 	// small live heap, so a higher GC target trades a few MB for less GC CPU.
@@ -290,7 +295,8 @@ func defaults() *Config {
 			StashTTL:       DefaultResultsStashTTL,
 			StashMaxBytes:  DefaultResultsStashMaxBytes,
 		},
-		Activity: Activity{Ring: DefaultActivityRing},
+		Activity: Activity{MaxEvents: DefaultActivityMaxEvents, MaxAge: DefaultActivityMaxAge},
+		Store:    Store{URL: NewSecret(DefaultStoreURL)},
 		Runtime:  Runtime{GCPercent: DefaultRuntimeGCPercent},
 	}
 }

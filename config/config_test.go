@@ -26,6 +26,7 @@ var testSecrets = map[string]string{
 	"SHORT_TOKEN":         "short-tok",
 	"TRACKER_KEY":         "tracker-key-9876543210",
 	"EMPTY":               "",
+	"VAULT_KEY":           "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", // 32 bytes of 1
 }
 
 func testResolver() Resolver {
@@ -164,7 +165,8 @@ func TestDefaults_AsPinned(t *testing.T) {
 		Execute:  Execute{MaxHostCalls: 20, HostCallTimeout: 15 * time.Second, MaxEmittedBytes: 4000000, MaxEmittedBlocks: 32},
 		Catalog:  Catalog{TTL: 300 * time.Second},
 		Results:  Results{MaxInlineBytes: 50000, StashTTL: 900 * time.Second, StashMaxBytes: 67108864},
-		Activity: Activity{Ring: 1000},
+		Activity: Activity{MaxEvents: 100000, MaxAge: 2592000 * time.Second},
+		Store:    Store{URL: NewSecret("memory:")},
 		Runtime:  Runtime{GCPercent: 400},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -190,7 +192,7 @@ executor:
 execute: {maxHostCalls: 20, hostCallTimeoutMs: 15000, maxEmittedBytes: 4000000, maxEmittedBlocks: 32}
 catalog: {ttlMs: 300000}
 results: {maxInlineBytes: 50000, stashTtlMs: 900000, stashMaxBytes: 67108864}
-activity: {ring: 1000, file: ""}
+activity: {maxEvents: 100000, maxAgeMs: 2592000000, file: ""}
 connectors: []
 `
 	cfg2, err := Parse("empty.yaml", []byte(explicit), testResolver())
@@ -259,7 +261,9 @@ auth:
     - name: file
       token: ${file:token.txt}
 executor: {cacheDir: cache, concurrency: 4}
-activity: {file: /var/log/connecta/activity.jsonl, ring: 10}
+activity: {file: /var/log/connecta/activity.jsonl, maxEvents: 10}
+store: {url: "sqlite:state.db"}
+vault: {keys: [{id: k1, key: "${env:VAULT_KEY}"}], active: k1}
 connectors:
   - id: tracker
     title: "  Issue
@@ -296,8 +300,14 @@ connectors:
 	if cfg.Executor.CacheDir != filepath.Join("testdata", "cache") || cfg.Executor.Concurrency != 4 {
 		t.Errorf("executor: %+v", cfg.Executor)
 	}
-	if cfg.Activity.File != "/var/log/connecta/activity.jsonl" || cfg.Activity.Ring != 10 {
+	if cfg.Activity.File != "/var/log/connecta/activity.jsonl" || cfg.Activity.MaxEvents != 10 {
 		t.Errorf("activity: %+v", cfg.Activity)
+	}
+	if !cfg.Store.Given || cfg.Store.URL.Reveal() != "sqlite:"+filepath.Join("testdata", "state.db") {
+		t.Errorf("store: %q (relative sqlite paths are anchored at the file)", cfg.Store.URL.Reveal())
+	}
+	if len(cfg.Vault.Keys) != 1 || cfg.Vault.Active != "k1" || cfg.Vault.Keys[0].Key.Reveal() != strings.Repeat("\x01", 32) {
+		t.Errorf("vault: %+v", cfg.Vault)
 	}
 	tr := cfg.Connector("tracker")
 	if tr == nil {
@@ -693,5 +703,37 @@ func TestExecutorSpares(t *testing.T) {
 		if x := cfg.Executor; x.Spares != tc.spares || x.MaxSpares != tc.max || x.SpareIdle != tc.idle {
 			t.Errorf("%s: spares %d, maxSpares %d, spareIdle %v", tc.yaml, x.Spares, x.MaxSpares, x.SpareIdle)
 		}
+	}
+}
+
+func TestStoreAndVault_Refusals(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{`store: {url: "redis://x"}`, "store.url: unknown scheme"},
+		{`store: {url: "memory:x"}`, "store.url: unknown scheme"},
+		{`store: {url: "sqlite:"}`, "sqlite: needs a file path"},
+		{`store: {}`, "store.url: is required"},
+		{`store: {url: "${env:NOPE}"}`, "store.url: cannot resolve ${env:NOPE}"},
+		{`activity: {ring: 1000}`, "activity.ring: was replaced by activity.maxEvents"},
+		{`vault: {keys: [{id: k1, key: "c2hvcnQ="}], active: k1}`, "vault.keys[0].key: must be 32 bytes"},
+		{`vault: {keys: [{id: k1, key: "${env:VAULT_KEY}"}], active: k2}`, `vault.active: "k2" is not the id`},
+		{`vault: {keys: [{id: k1, key: "${env:VAULT_KEY}"}, {id: k1, key: "${env:VAULT_KEY}"}], active: k1}`, `vault.keys[1].id: "k1" appears twice`},
+		{`vault: {active: k1}`, "vault.keys: is required"},
+	} {
+		_, err := Parse("c.yaml", []byte(tc.src), testResolver())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n got %v\nwant …%s…", tc.src, err, tc.want)
+		}
+	}
+	cfg, err := Parse("c.yaml", []byte(`store: {url: "postgres://u:${env:TRACKER_KEY}@db/connecta"}`), testResolver())
+	if err != nil || cfg.Store.URL.Reveal() != "postgres://u:tracker-key-9876543210@db/connecta" {
+		t.Fatalf("secret reference in store.url: %v", err)
+	}
+	cfg, err = Parse("c.yaml", []byte(`listen: 127.0.0.1:1`), testResolver())
+	if err != nil || cfg.Store.Given || cfg.Store.URL.Reveal() != "memory:" {
+		t.Fatalf("no store: given %v, url %q, %v", cfg.Store.Given, cfg.Store.URL.Reveal(), err)
+	}
+	def, err := Default(testResolver())
+	if err != nil || !def.Store.Given {
+		t.Fatalf("the embedded default names its store (so serve does not warn): %v", err)
 	}
 }

@@ -414,9 +414,11 @@ const (
 	maxQueue   = 65_536
 	gib        = 1 << 30
 	maxTitleBs = 4096
+	// maxActivityAgeMs bounds activity.maxAgeMs at ten years.
+	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "connectors"}
+var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -527,8 +529,12 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 	if e, ok := fs["activity"]; ok {
 		x := &c.Activity
 		d.section(e.val, "activity", []numField{
-			{"ring", 0, 1_000_000, intInto(&x.Ring)},
-		}, []string{"file"}, func(fs map[string]entry) {
+			{"maxEvents", 0, 100_000_000, intInto(&x.MaxEvents)},
+			{"maxAgeMs", 0, maxActivityAgeMs, msInto(&x.MaxAge)},
+		}, []string{"file", "ring"}, func(fs map[string]entry) {
+			if e, ok := fs["ring"]; ok {
+				d.fail(e.val, "activity.ring", "was replaced by activity.maxEvents (the history now lives in the store, with activity.maxAgeMs); rename it to maxEvents")
+			}
 			if e, ok := fs["file"]; ok {
 				if s, ok := d.path(e.val, "activity.file"); ok {
 					x.File = s
@@ -542,6 +548,12 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"gcPercent", 10, 10_000, func(v int64) { x.GCPercent, x.GCPercentSet = int(v), true }},
 			{"memoryLimitBytes", 0, 1 << 50, func(v int64) { x.MemoryLimitBytes, x.MemoryLimitSet = v, true }},
 		}, nil, nil)
+	}
+	if e, ok := fs["store"]; ok {
+		d.store(e.val, c)
+	}
+	if e, ok := fs["vault"]; ok {
+		d.vault(e.val, c)
 	}
 	if e, ok := fs["connectors"]; ok {
 		d.connectors(e.val, c)

@@ -231,7 +231,7 @@ func newEnv(t testing.TB) (*env, error) {
 	ctx := context.Background()
 	e := &env{fixture: newFixture(t), services: map[string]*Service{}}
 	var err error
-	if e.activity, err = activity.New(activity.Options{Ring: 10000, ServerName: "connecta-test", ServerVersion: "0"}); err != nil {
+	if e.activity, err = activity.New(activity.Options{ServerName: "connecta-test", ServerVersion: "0"}); err != nil {
 		return nil, err
 	}
 	url := e.fixture.srv.URL

@@ -10,6 +10,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/guest"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/supervisor"
 )
@@ -26,11 +27,27 @@ type host struct {
 
 	requestID, actor string
 	hostCalls        atomic.Int64
+
+	notify Notifier // nil: the caller asked for nothing while it runs
+	secret string   // the run's frame secret, redacted from what streams
 }
 
-// Log is unused: the supervisor returns the presented log prefix with the
-// outcome, which is all R5 presents.
-func (h *host) Log(level, text string) {}
+// Log streams each console entry the child accepted to the caller, when it
+// asked (issue 10); the result's logs still come from the presented prefix
+// (R5). The child's truncation markers are not the program's text and do
+// not stream (the result's logs still show them).
+func (h *host) Log(level, text string) {
+	if h.notify == nil || isLogMarker(text) {
+		return
+	}
+	h.notify.ConsoleEntry(level, redact(text, h.secret))
+}
+
+// isLogMarker is the child's count or size marker (guest.LogCountMarker,
+// guest.LogSizeMarker): after either, the child captures nothing more.
+func isLogMarker(text string) bool {
+	return text == guest.LogSizeMarker || text == guest.LogCountMarker(guest.DefaultMaxLogEntries)
+}
 
 // Call dispatches one host call. A typed failure returns its authenticated
 // frame as the error text; L6 and X8 failures return plain text.
@@ -69,6 +86,15 @@ func (h *host) Call(ctx context.Context, provider, function string, args json.Ra
 	}
 }
 
+// downstreamProgress turns a call's downstream progress into progress of
+// the execution, without its text; nil when nobody listens.
+func (h *host) downstreamProgress() func(message string) {
+	if h.notify == nil {
+		return nil
+	}
+	return func(string) { h.notify.Progress() }
+}
+
 func (h *host) reject(e *gateway.Error) error { return errors.New(h.framer.reject(e)) }
 
 // argList splits the guest's argument array.
@@ -102,6 +128,7 @@ func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time
 		Timeout:   h.svc.opts.HostCallTimeout,
 		RequestID: h.requestID,
 		Actor:     h.actor,
+		Progress:  h.downstreamProgress(),
 	})
 	var catalog, conn time.Duration
 	if res != nil {

@@ -55,9 +55,25 @@ type Options struct {
 
 	// Identity names the request and the actor for activity; optional.
 	Identity func(ctx context.Context) (requestID, actor string)
+	// Notifier returns where a running program's console entries and its
+	// calls' downstream progress are streamed for the request ctx belongs
+	// to; nil (or a nil result) streams nothing.
+	Notifier func(ctx context.Context) Notifier
 	Logger   *slog.Logger
 	// Now is the clock for diagnostics; nil is time.Now.
 	Now func() time.Time
+}
+
+// Notifier shows a caller what its program does while it runs. Calls come
+// in order, on the run's goroutines, and must not block for long.
+type Notifier interface {
+	// ConsoleEntry is one console entry the child accepted under its caps
+	// (R5, X4), as the program wrote it (secret-redacted); method is the
+	// console method (log, info, warn, error, debug).
+	ConsoleEntry(method, text string)
+	// Progress is one progress notification a downstream sent for a host
+	// call: no downstream text passes the program.
+	Progress()
 }
 
 // Service is execute_code: the host side of the guest API contract.
@@ -202,6 +218,10 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if s.opts.Identity != nil {
 		h.requestID, h.actor = s.opts.Identity(ctx)
 	}
+	if s.opts.Notifier != nil {
+		h.notify = s.opts.Notifier(ctx)
+	}
+	h.secret = secret
 	job := supervisor.Job{
 		Code:      in.code,
 		Prelude:   Prelude(secret),

@@ -242,6 +242,7 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			c.invalidateCatalog()
 		},
+		ProgressNotificationHandler: c.g.progress.deliver,
 		// Mid-call input is unsupported (input_required_unsupported), so the
 		// SDK must hand input-required results back instead of answering them.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},

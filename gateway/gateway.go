@@ -115,6 +115,7 @@ type Gateway struct {
 	order      []string
 	metrics    *metrics
 	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
+	progress   progressRoutes    // downstream progress back to the call that asked
 
 	life   context.Context
 	stop   context.CancelFunc

@@ -83,6 +83,11 @@ type CallRequest struct {
 	// (after its own projection and serialization); nil measures the S5
 	// value's serialized bytes.
 	InlineBytes func(*CallResult) int
+
+	// Progress, when set, asks the downstream for progress notifications
+	// and receives each one's message ("" when it has none) while the call
+	// runs (issue 10). Calls come from the connector's session, in order.
+	Progress func(message string)
 }
 
 // CallResult is a call's outcome. On success Value is the S5-unwrapped value
@@ -236,7 +241,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	res.Attempts = 1
 	ex := &exchange{}
 	t2 := g.now()
-	raw, result, err := c.call(withExchange(callCtx, ex), scope, toolName, args)
+	raw, result, err := c.call(withProgress(withExchange(callCtx, ex), req.Progress), scope, toolName, args)
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
 		if callCtx.Err() != nil {
@@ -377,9 +382,11 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	if err != nil {
 		return nil, nil, err
 	}
+	meta, endProgress := c.g.progressMeta(ctx)
+	defer endProgress()
 	for attempt := 0; ; attempt++ {
 		slot := &rawSlot{}
-		result, err := ls.cs.CallTool(withRawSlot(ctx, slot), &mcp.CallToolParams{Name: name, Arguments: args})
+		result, err := ls.cs.CallTool(withRawSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
 		raw, _ := slot.get()
 		slot.release()
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {

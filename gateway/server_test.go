@@ -269,7 +269,7 @@ const testMaxResponseBytes = 4 << 20
 
 func newTestGateway(t *testing.T, timeout time.Duration, specs ...ConnectorSpec) *testEnv {
 	t.Helper()
-	rec, err := activity.New(activity.Options{Ring: 1000, ServerName: "connecta-test", ServerVersion: "0"})
+	rec, err := activity.New(activity.Options{ServerName: "connecta-test", ServerVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,9 @@ func authRequired(format string, args ...any) *Error {
 }
 
 func storeFailed(op string, err error) *Error {
+	if errors.Is(err, ErrVaultNotConfigured) {
+		return &Error{Code: CodeUnavailable, Component: "vault", Message: ErrVaultNotConfigured.Error(), err: err}
+	}
 	return &Error{Code: CodeUnavailable, Component: "store", Message: "the store could not " + op, err: err}
 }
 

@@ -41,6 +41,12 @@ func newRig(t *testing.T, popts oidctest.Options, store oauth.Store) *rig {
 }
 
 func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store) *rig {
+	return newRigWithPublic(t, p, rs, store, "")
+}
+
+// newRigWithPublic: public "" is this rig's own callback address; another
+// rig's address makes this one a replica behind the same public URL.
+func newRigWithPublic(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string) *rig {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +55,10 @@ func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer,
 	if store == nil {
 		store = oauth.NewMemoryStore()
 	}
-	r := &rig{p: p, rs: rs, store: store, public: "http://" + ln.Addr().String(), reg: prometheus.NewRegistry()}
+	if public == "" {
+		public = "http://" + ln.Addr().String()
+	}
+	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry()}
 	r.m, err = oauth.New(oauth.Options{
 		PublicURL: r.public, Store: store, Metrics: r.reg,
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },

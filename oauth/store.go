@@ -35,12 +35,12 @@ var ErrNotFound = errors.New("oauth: no such value")
 type MemoryStore struct {
 	mu     sync.Mutex
 	values map[[2]string][]byte
-	locks  map[[2]string]chan struct{}
+	locks  *processLocks
 }
 
 // NewMemoryStore returns an empty in-process store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{values: map[[2]string][]byte{}, locks: map[[2]string]chan struct{}{}}
+	return &MemoryStore{values: map[[2]string][]byte{}, locks: newProcessLocks()}
 }
 
 func (s *MemoryStore) Seal(_ context.Context, connector, name string, value []byte) error {
@@ -70,21 +70,7 @@ func (s *MemoryStore) Delete(_ context.Context, connector, name string) (bool, e
 }
 
 func (s *MemoryStore) Lock(ctx context.Context, connector, name string) (func(), error) {
-	s.mu.Lock()
-	k := [2]string{connector, name}
-	ch := s.locks[k]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		s.locks[k] = ch
-	}
-	s.mu.Unlock()
-	select {
-	case ch <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-ch }) }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return s.locks.Lock(ctx, connector+"/"+name)
 }
 
 func (s *MemoryStore) Durable() bool { return false }

@@ -34,19 +34,25 @@ func checkCacheDir(dir string) error {
 	return nil
 }
 
-// currentCacheVersionDir is the subdirectory wazero uses for this build
-// (wazero-<version>-<arch>-<os>, cache.go in wazero v1.12.0).
+// currentCacheVersionDir is the subdirectory wazero uses for this build:
+// wazero-<version>-<arch>-<os>, where <version> is what wazero's
+// internal/version.GetWazeroVersion reports — the required version of the
+// module even when a replace points it at our patched tree (whose own build
+// info says "(devel)"), else the main module's version, else "dev".
 func currentCacheVersionDir() string {
-	v := "dev"
+	v := ""
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range info.Deps {
-			if d.Path == "github.com/tetratelabs/wazero" {
+			if strings.Contains(d.Path, "github.com/tetratelabs/wazero") {
 				v = d.Version
-				if d.Replace != nil && d.Replace.Version != "" {
-					v = d.Replace.Version
-				}
 			}
 		}
+		if v == "" || v == "(devel)" {
+			v = info.Main.Version
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "dev"
 	}
 	return "wazero-" + v + "-" + runtime.GOARCH + "-" + runtime.GOOS
 }

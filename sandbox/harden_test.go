@@ -181,3 +181,30 @@ func TestCache_PruneStaleVersions(t *testing.T) {
 		t.Fatalf("left %v, want %v", left, want)
 	}
 }
+
+// The directory the prune keeps is the one wazero itself writes: a build
+// whose wazero is replaced by our patched tree reports "(devel)" for the
+// replacement, and pruning by that name removed the real cache on every
+// warm-up.
+func TestCache_WarmKeepsWazerosOwnDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if code := warmCache(ipc.ChildArgs{Mode: ipc.ModeWarm, CacheDir: dir}); code != exitOK {
+			t.Fatalf("warmCache exit %d", code)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 1 || ents[0].Name() != currentCacheVersionDir() {
+			t.Fatalf("cache holds %v, want only %s", ents, currentCacheVersionDir())
+		}
+		files, _ := os.ReadDir(filepath.Join(dir, ents[0].Name()))
+		if len(files) == 0 {
+			t.Fatal("no compiled module in the cache")
+		}
+	}
+}

@@ -102,7 +102,12 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 	// the call's activity event carries result_too_large exactly when the
 	// result is truncated (V2); the shaped result is reused below.
 	var shaped *inlineResult
+	var progress func(string)
+	if st := streamFrom(ctx); st != nil && st.token != nil {
+		progress = st.forward // the downstream's text, as its result is
+	}
 	res, gerr := s.opts.Gateway.Invoke(ctx, scope, gateway.CallRequest{
+		Progress:       progress,
 		Address:        c.address,
 		Args:           c.args,
 		Front:          gateway.FrontDoorTopLevel,
@@ -131,6 +136,10 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 		shaped = c.shape(res)
 	}
 	out, err := s.callSuccess(ctx, res, c, shaped, start, callDone)
+	if isStoreDown(err) {
+		s.log.Warn("call_tool: the result needed the stash and the store is unavailable", "error", err.Error())
+		return s.callFailure(storeUnavailable(err), c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil
+	}
 	if err != nil {
 		e := gateway.Errorf(gateway.CodeResultProcessingFailed, false, "Result processing failed: %v", err)
 		return s.callFailure(e, c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil

@@ -70,6 +70,10 @@ func closeSharedPool() {
 // shared pool.
 const withCode = true
 
+// withStreamingCode is withCode: the application always wires streaming
+// (progress from a program) as serve does.
+const withStreamingCode = withCode
+
 // downstream is a real go-sdk MCP server on a loopback port that misbehaves
 // on demand: mode "401", "429", "500" answers every HTTP request so.
 type downstream struct {
@@ -127,6 +131,30 @@ func newDownstream(t testing.TB) *downstream {
 				d.slowCancelled <- struct{}{}
 				return nil, context.Canceled
 			})
+		s.AddTool(&mcp.Tool{Name: "sleep", Description: "Sleep for ms milliseconds, reporting progress every 50 ms.", Annotations: ro,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}}}`)},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				record(req)
+				var in struct{ Ms int }
+				_ = json.Unmarshal(req.Params.Arguments, &in)
+				end := time.After(time.Duration(min(in.Ms, 10_000)) * time.Millisecond)
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for n := 1; ; n++ {
+					select {
+					case <-end:
+						return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"slept":true}`}}}, nil
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					case <-reqCtx.Done():
+						return nil, reqCtx.Err()
+					case <-tick.C:
+						if tok := req.Params.GetProgressToken(); tok != nil {
+							_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: fmt.Sprintf("tick %d", n)})
+						}
+					}
+				}
+			})
 		s.AddTool(&mcp.Tool{Name: "big", Description: "Return a large text result.", InputSchema: json.RawMessage(`{"type":"object","properties":{"bytes":{"type":"integer"}}}`), Annotations: ro},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				record(req)
@@ -142,7 +170,7 @@ func newDownstream(t testing.TB) *downstream {
 			})
 		return s
 	}
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(r.Context()) }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(r.Context()) }, &mcp.StreamableHTTPOptions{Stateless: true})
 	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch d.mode.Load().(string) {
 		case "401":

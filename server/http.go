@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -33,6 +34,9 @@ type requestInfo struct {
 	// extendWrite pushes the response write deadline out when a call asks
 	// for a longer deadline than the server-wide write timeout allows.
 	extendWrite func(d time.Duration)
+	// rpcID is the JSON-RPC id of the request this POST carries, as
+	// rpcIDKey writes it; "" when none (stdio cancels through its session).
+	rpcID string
 }
 
 type requestInfoKey struct{}
@@ -48,7 +52,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer}))
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
-	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.mcpHandler))))))
+	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
 		// A browser arrives here from the authorization server: no bearer.
 		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
@@ -239,6 +243,50 @@ func (s *Server) originChecked(next http.Handler) http.Handler {
 	})
 }
 
+// rpcRouted reads the one JSON-RPC message a POST carries (the body is
+// already bounded) and routes it: a notifications/cancelled is resolved here
+// against the in-flight requests of the same actor, since in stateless HTTP
+// no session could match it; a request that asks for progress or log
+// messages goes to the event-stream front end; everything else to the JSON
+// one, whose replies are unchanged byte for byte.
+func (s *Server) rpcRouted() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := infoFrom(r.Context())
+		held, ok := r.Body.(*heldBody) // bodyRead holds a POST's whole body
+		if !ok || info == nil {
+			s.mcpJSON.ServeHTTP(w, r)
+			return
+		}
+		body := held.b // read in place: the SDK still gets every byte
+		var msg rpcPeek
+		if len(bytes.TrimSpace(body)) > 0 && bytes.TrimSpace(body)[0] == '{' && json.Unmarshal(body, &msg) == nil {
+			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
+				result := s.inflight.Cancel(info.actor, rpcIDKey(msg.Params.RequestID))
+				s.metrics.cancels.WithLabelValues(string(result)).Inc()
+				s.log.Debug("cancellation", "requestId", info.id, "actor", info.actor, "result", string(result))
+				w.WriteHeader(http.StatusAccepted) // a notification has no reply
+				return
+			}
+			info.rpcID = rpcIDKey(msg.ID)
+			if token, level := streamWants(msg.Params.Meta); token != nil || level != "" {
+				s.mcpSSE.ServeHTTP(w, r)
+				return
+			}
+		}
+		s.mcpJSON.ServeHTTP(w, r)
+	})
+}
+
+// rpcPeek is what rpcRouted reads of a JSON-RPC message.
+type rpcPeek struct {
+	Method string          `json:"method"`
+	ID     json.RawMessage `json:"id"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+		Meta      map[string]any  `json:"_meta"`
+	} `json:"params"`
+}
+
 // rebinding reports a DNS-rebinding attempt: a request that arrived on a
 // loopback address but names a foreign Host (other than PublicURL's).
 func (s *Server) rebinding(r *http.Request) bool {
@@ -359,20 +407,4 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = encodeJSON(w, h)
-}
-
-// serveActivity returns recent payload-free activity events, newest first.
-func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
-	limit := activityDefaultLimit
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeJSONError(w, http.StatusBadRequest, "invalid_args", "limit must be a positive integer.")
-			return
-		}
-		limit = min(n, activityMaxLimit)
-	}
-	events := s.recentActivity(limit)
-	w.Header().Set("Content-Type", "application/json")
-	_ = encodeJSON(w, map[string]any{"events": events})
 }

@@ -34,6 +34,10 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 		return argFailure(aerr), nil
 	}
 	page, err := s.opts.Stash.Get(ctx, id, int(offset), int(maxBytes))
+	if isStoreDown(err) {
+		s.log.Warn("get_result: store unavailable", "error", err.Error())
+		return failureResult(storeUnavailable(err)), nil
+	}
 	if err != nil {
 		// An id the stash does not hold is the caller's argument (DECISIONS).
 		return failureResult(gateway.Errorf(gateway.CodeInvalidArgs, false,

@@ -45,4 +45,3 @@ func discoveryFailure(err error) *mcp.CallToolResult {
 	}
 	return textError(err.Error())
 }
-

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -98,10 +98,10 @@ type Options struct {
 	// must answer from state the store already has, without a round trip.
 	StoreState func() StoreState
 
-	Tokens         []Token // none = loopback clients only
+	Tokens []Token // none = loopback clients only
 	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
 	// callback and client metadata document are served under /oauth/.
-	OAuth OAuthFlows
+	OAuth          OAuthFlows
 	TrustedOrigins []string
 	// PublicURL is where clients reach the server (e.g. through a local
 	// reverse proxy); its host passes the DNS-rebinding check and its origin
@@ -116,6 +116,10 @@ type Options struct {
 	// this long for a slot before its wall deadline starts, so it sizes the
 	// HTTP write timeout too.
 	ExecutorQueueTimeout time.Duration
+
+	// Inflight matches a client's notifications/cancelled to the request it
+	// names; nil is this process's own (one replica).
+	Inflight Inflight
 
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
@@ -136,16 +140,20 @@ type Server struct {
 	instructions   string
 	implementation *mcp.Implementation
 
-	mcp        *mcp.Server // the one MCP server: every HTTP request and the stdio session
-	mcpHandler http.Handler
-	publicHost string // host[:port] of PublicURL, "" when unset
-	draining   atomic.Bool
+	mcp *mcp.Server // the one MCP server: every HTTP request and the stdio session
+	// Two front ends over it: JSON replies, and event streams for a request
+	// that asks for progress or log messages (routed by rpcRouted).
+	mcpJSON, mcpSSE http.Handler
+	inflight        Inflight
+	publicHost      string // host[:port] of PublicURL, "" when unset
+	draining        atomic.Bool
 }
 
 type serverMetrics struct {
 	httpRequests *prometheus.CounterVec
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
+	cancels      *prometheus.CounterVec
 	bodyTimeouts prometheus.Counter
 }
 
@@ -227,11 +235,18 @@ func New(opts Options) (*Server, error) {
 			Name: "connecta_tool_call_duration_seconds", Help: "Top-level tool call duration.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"tool"}),
+		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_cancellations_total",
+			Help: "Client notifications/cancelled by result: matched (one in-flight request of that actor had the id), ambiguous (several), unknown (none).",
+		}, []string{"result"}),
+	}
+	for _, r := range []CancelResult{CancelMatched, CancelAmbiguous, CancelUnknown} {
+		s.metrics.cancels.WithLabelValues(string(r)) // exist at zero
 	}
 	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
 	})
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.bodyTimeouts} {
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}
@@ -240,16 +255,23 @@ func New(opts Options) (*Server, error) {
 	s.instructions = instructions
 	s.tools = s.buildTools()
 
+	s.inflight = opts.Inflight
+	if s.inflight == nil {
+		s.inflight = NewMemoryInflight()
+	}
 	s.mcp = s.newMCPServer()
-	s.mcpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:                    true,
-		JSONResponse:                 true,
-		MaxRequestBodyBytes:          r.MaxBodyBytes,
-		PropagateRequestCancellation: true,
-		// Our own rebinding check (originChecked) also admits PublicURL's host.
-		DisableLocalhostProtection: true,
-		Logger:                     log.With("component", "mcp"),
-	})
+	front := func(jsonResponse bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+			Stateless:                    true,
+			JSONResponse:                 jsonResponse,
+			MaxRequestBodyBytes:          r.MaxBodyBytes,
+			PropagateRequestCancellation: true,
+			// Our own rebinding check (originChecked) also admits PublicURL's host.
+			DisableLocalhostProtection: true,
+			Logger:                     log.With("component", "mcp"),
+		})
+	}
+	s.mcpJSON, s.mcpSSE = front(true), front(false)
 	return s, nil
 }
 
@@ -310,6 +332,19 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		info = &perCall
 	}
 	ctx = context.WithValue(ctx, requestInfoKey{}, info)
+	// A cancellation naming this request (actor, JSON-RPC id) does what a
+	// client disconnect does: it cancels ctx.
+	if info.rpcID != "" {
+		defer s.inflight.Register(info.actor, info.rpcID, cancel)()
+	}
+	var meta map[string]any
+	if req != nil && req.Params != nil {
+		meta = req.Params.Meta
+	}
+	if st := newRequestStream(sdkCtx, req.Session, meta); st != nil {
+		defer st.close() // runs before the result is written
+		ctx = context.WithValue(ctx, streamKey{}, st)
+	}
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)
 	outcome := "success"
@@ -441,17 +476,6 @@ func sanitizeExecutorName(name string) string {
 		}
 	}
 	return string(out)
-}
-
-func (s *Server) recentActivity(limit int) []activity.Event {
-	if s.opts.Activity == nil {
-		return []activity.Event{}
-	}
-	events := s.opts.Activity.Recent(limit)
-	if events == nil {
-		events = []activity.Event{}
-	}
-	return events
 }
 
 func encodeJSON(w io.Writer, v any) error {

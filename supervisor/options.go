@@ -85,9 +85,10 @@ type Options struct {
 	// is built (so it is set at spawn); 0 → the engine's default.
 	MemoryLimitBytes uint64
 	// CacheDir is the wazero compilation cache shared by all children. Empty
-	// → <os.UserCacheDir()>/connecta/wazero. It must be ours and 0700 (created
-	// so); when unusable children compile in memory (slow) and a warning is
-	// logged.
+	// → <os.UserCacheDir()>/connecta/wazero (created 0700). A directory that
+	// is not ours and 0700 is not trusted: a private subdirectory of it,
+	// connecta-<uid>, is used instead, and New fails, naming the fix, when
+	// that cannot be had either.
 	CacheDir string
 	// DisableCache compiles in every child, never touching the disk.
 	DisableCache bool

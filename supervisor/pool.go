@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -77,7 +79,10 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("supervisor: cannot re-execute %s: %w", selfExe, err)
 	}
 	if !opts.DisableCache {
-		p.cacheDir = p.prepareCacheDir()
+		if p.cacheDir, err = p.prepareCacheDir(); err != nil {
+			p.Close()
+			return nil, err
+		}
 	}
 	if err := p.warm(ctx); err != nil {
 		p.Close()
@@ -116,15 +121,19 @@ func (p *Pool) enter() bool {
 	return true
 }
 
-// prepareCacheDir returns a directory that is ours and 0700, or "" (children
-// then compile in memory: correct, ~280 ms and ~50 MB each).
-func (p *Pool) prepareCacheDir() string {
+// prepareCacheDir returns the directory children use as their compilation
+// cache: the configured one (or <os.UserCacheDir()>/connecta/wazero) when it
+// is ours and 0700, else a private subdirectory of it, connecta-<uid>, that
+// is. Nothing in a directory others can write is trusted: its entries are
+// native code. When neither can be had it is an error naming the fix;
+// "" (compile in memory) only when there is no user cache directory at all.
+func (p *Pool) prepareCacheDir() (string, error) {
 	dir := p.opts.CacheDir
 	if dir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
 			p.log.Warn("no user cache directory; sandbox children compile in memory", "err", err)
-			return ""
+			return "", nil
 		}
 		dir = filepath.Join(base, "connecta", "wazero")
 	}
@@ -132,25 +141,43 @@ func (p *Pool) prepareCacheDir() string {
 	if err == nil {
 		err = os.MkdirAll(dir, 0o700)
 	}
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Lstat(dir); err == nil {
-			st, _ := fi.Sys().(*syscall.Stat_t)
-			switch {
-			case !fi.IsDir():
-				err = errors.New("not a directory")
-			case st == nil || int(st.Uid) != os.Getuid():
-				err = errors.New("not owned by us")
-			case fi.Mode().Perm()&0o077 != 0:
-				err = fmt.Errorf("mode %04o, want 0700", fi.Mode().Perm())
-			}
-		}
-	}
 	if err != nil {
-		p.log.Warn("compilation cache directory unusable; sandbox children compile in memory", "dir", dir, "err", err)
-		return ""
+		return "", fmt.Errorf("supervisor: compilation cache directory %s: %w (set executor.cacheDir to a directory this user owns)", dir, err)
 	}
-	return dir
+	err = privateDir(dir)
+	if err == nil {
+		return dir, nil
+	}
+	sub := filepath.Join(dir, "connecta-"+strconv.Itoa(os.Getuid()))
+	if mkErr := os.Mkdir(sub, 0o700); mkErr != nil && !errors.Is(mkErr, fs.ErrExist) {
+		return "", fmt.Errorf("supervisor: compilation cache directory %s is %v, and its private subdirectory cannot be made: %w; "+
+			"run chmod 700 %s (it must be owned by uid %d), or set executor.cacheDir to a private directory", dir, err, mkErr, dir, os.Getuid())
+	}
+	if subErr := privateDir(sub); subErr != nil {
+		return "", fmt.Errorf("supervisor: compilation cache directory %s is %v, and its subdirectory %s is %v; "+
+			"run chmod 700 %s (it must be owned by uid %d), or set executor.cacheDir to a private directory", dir, err, sub, subErr, dir, os.Getuid())
+	}
+	p.log.Info("compilation cache directory is not private; using a private subdirectory", "dir", dir, "reason", err.Error(), "using", sub)
+	return sub, nil
+}
+
+// privateDir reports why dir is not a real directory owned by us with no
+// group or other access.
+func privateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return errors.New("not a directory")
+	case st == nil || int(st.Uid) != os.Getuid():
+		return fmt.Errorf("not owned by uid %d", os.Getuid())
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("mode %04o, not 0700", fi.Mode().Perm())
+	}
+	return nil
 }
 
 // warm compiles the module into the cache once, in a child (the parent never

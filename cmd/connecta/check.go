@@ -85,7 +85,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx := context.Background()
-	a, err := build(ctx, cfg, log, true)
+	a, err := build(ctx, cfg, log, true, nil)
 	if err != nil {
 		return fail("startup failed: %v", err)
 	}

@@ -208,7 +208,7 @@ func TestServe_WriteTimeoutCoversConfiguredWaitsAndDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := build(context.Background(), cfg, newLogger(&bytes.Buffer{}), false)
+	a, err := build(context.Background(), cfg, newLogger(&bytes.Buffer{}), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
 )
 
@@ -40,16 +41,18 @@ func loadConfig(path, credentialsDir string) (*config.Config, error) {
 }
 
 type serveOptions struct {
-	stdio  bool
-	stdin  io.ReadCloser
-	stdout io.WriteCloser
-	log    *slog.Logger
+	// oauthStore keeps downstream OAuth flows and grants (nil: in memory).
+	oauthStore oauth.Store
+	stdio      bool
+	stdin      io.ReadCloser
+	stdout     io.WriteCloser
+	log        *slog.Logger
 }
 
 // build is the application as serve runs it (package app, the constructor
 // every test harness uses too).
-func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool) (*app.App, error) {
-	return app.New(ctx, app.Options{Config: cfg, Version: buildVersion(), Logger: log, Executor: withExecutor})
+func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool, oauthStore oauth.Store) (*app.App, error) {
+	return app.New(ctx, app.Options{Config: cfg, Version: buildVersion(), Logger: log, Executor: withExecutor, OAuthStore: oauthStore})
 }
 
 // serve runs until ctx ends (SIGTERM/SIGINT), then drains: stop admitting,
@@ -66,7 +69,7 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		}
 		defer ln.Close()
 	}
-	a, err := build(ctx, cfg, o.log, true)
+	a, err := build(ctx, cfg, o.log, true, o.oauthStore)
 	if err != nil {
 		return err
 	}

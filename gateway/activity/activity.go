@@ -1,5 +1,6 @@
 // Package activity records one payload-free event per attempted call
-// (V1–V4): a bounded in-memory ring for /activity, an optional JSON-lines
+// (V1–V4): the history in the store (memory:, SQLite or PostgreSQL; written
+// off the request path in batches) for /activity, an optional JSON-lines
 // file, and one slog line per event. Events have no field that could carry
 // arguments, results, program source or error prose — payload-free by
 // construction, not by discipline.
@@ -7,23 +8,30 @@ package activity
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/store"
 )
 
 // Contract bounds (V3, spec-meta-tools §11) and defaults (DECISIONS.md).
 const (
-	// DefaultRing is activity.ring's default capacity.
-	DefaultRing = 1000
 	// maxContextBytes bounds the request-scoped strings (requestId, actor,
 	// source, errorCode) so no caller-influenced field is unbounded.
 	maxContextBytes = 128
@@ -77,51 +85,93 @@ type Event struct {
 
 // Options configure a Recorder.
 type Options struct {
-	// Ring is the number of recent events kept in memory; 0 means DefaultRing.
-	Ring int
+	// Store keeps the history (memory:, SQLite or PostgreSQL); nil means a
+	// fresh memory: store of its own.
+	Store store.Activity
 	// File, when set, receives one JSON object per line, appended (0600).
 	File string
 	// Logger receives one payload-free line per event; nil discards.
 	Logger        *slog.Logger
 	ServerName    string
 	ServerVersion string
+	// Buffer bounds the events waiting for the store; when it is full new
+	// events are dropped (and counted), never waited for. 0 = DefaultBuffer.
+	Buffer int
+	// Registerer receives connecta_activity_dropped_total; nil keeps it
+	// unregistered.
+	Registerer prometheus.Registerer
 }
 
-// Recorder keeps recent events. It is safe for concurrent use. Recording is
-// best-effort: it never fails or blocks a call on storage trouble.
+// Writer defaults: events reach the store in batches, off the request path.
+const (
+	DefaultBuffer  = 4096
+	batchMax       = 256
+	batchEvery     = 100 * time.Millisecond
+	writeTimeout   = 5 * time.Second
+	flushWait      = 2 * time.Second // a read waits this long for its own process's pending events
+	closeFlushWait = 5 * time.Second
+)
+
+// Recorder records events. It is safe for concurrent use. Recording never
+// fails or blocks a call: the event is queued for the store's writer (a full
+// queue drops it and counts it), appended to the file, and logged.
 type Recorder struct {
 	logger        *slog.Logger
 	serverName    string
 	serverVersion string
+	st            store.Activity
+	dropped       prometheus.Counter
+	seq           atomic.Uint64
+	tag           string // this process's id suffix
+
+	queue   chan Event
+	flushes chan chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu     sync.Mutex
-	ring   []Event // circular; next is the slot the next event fills
-	next   int
-	count  int
 	file   *os.File // nil when no file or after Close
 	closed bool
 	// fileFailed stops repeated warnings after the first write failure.
 	fileFailed bool
 }
 
-// New builds a Recorder, opening the JSON-lines file when configured.
+// New builds a Recorder, opening the JSON-lines file when configured, and
+// starts its store writer (ended by Close).
 func New(opts Options) (*Recorder, error) {
-	size := opts.Ring
-	if size < 0 {
-		return nil, fmt.Errorf("activity: ring size %d is negative", size)
+	if opts.Buffer < 0 {
+		return nil, fmt.Errorf("activity: buffer %d is negative", opts.Buffer)
 	}
-	if size == 0 {
-		size = DefaultRing
+	if opts.Buffer == 0 {
+		opts.Buffer = DefaultBuffer
 	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	st := opts.Store
+	if st == nil {
+		st = store.NewMemory()
+	}
 	r := &Recorder{
 		logger:        logger,
 		serverName:    opts.ServerName,
 		serverVersion: opts.ServerVersion,
-		ring:          make([]Event, size),
+		st:            st,
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "connecta_activity_dropped_total",
+			Help: "Activity events not stored because the store's queue was full or the store failed.",
+		}),
+		tag:     NewID()[:8],
+		queue:   make(chan Event, opts.Buffer),
+		flushes: make(chan chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(r.dropped); err != nil {
+			return nil, fmt.Errorf("activity: %w", err)
+		}
 	}
 	if opts.File != "" {
 		f, err := os.OpenFile(opts.File, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
@@ -130,22 +180,23 @@ func New(opts Options) (*Recorder, error) {
 		}
 		r.file = f
 	}
+	go r.writer()
 	return r, nil
 }
 
 // Record completes e (id, occurredAt, server identity, friction from the
-// error code when unset), clamps caller-influenced fields, and stores it.
-// Recent returns the event as stored.
+// error code when unset), clamps caller-influenced fields, and records it.
 func (r *Recorder) Record(e Event) {
 	e = r.complete(e)
 	line := encodeLine(e)
 
-	r.mu.Lock()
-	r.ring[r.next] = e
-	r.next = (r.next + 1) % len(r.ring)
-	if r.count < len(r.ring) {
-		r.count++
+	select {
+	case r.queue <- e:
+	default:
+		r.dropped.Inc()
 	}
+
+	r.mu.Lock()
 	var writeErr error
 	if r.file != nil && !r.fileFailed && line != nil {
 		// One write per line under O_APPEND: lines from concurrent writers
@@ -176,8 +227,104 @@ func (r *Recorder) Record(e Event) {
 	}
 }
 
+// writer moves queued events to the store in batches until Close.
+func (r *Recorder) writer() {
+	defer close(r.done)
+	batch := make([]Event, 0, batchMax)
+	tick := time.NewTicker(batchEvery)
+	defer tick.Stop()
+	failing := false
+	write := func() {
+		if len(batch) == 0 {
+			return
+		}
+		recs := make([]store.ActivityRecord, len(batch))
+		for i, e := range batch {
+			recs[i] = record(e)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := r.st.AppendActivity(ctx, recs)
+		cancel()
+		if err != nil {
+			r.dropped.Add(float64(len(batch)))
+			if !failing {
+				r.logger.Warn("activity: the store failed; events are dropped (and counted) until it answers",
+					slog.Int("dropped", len(batch)), slog.String("error", err.Error()))
+			}
+		} else if failing {
+			r.logger.Info("activity: the store answers again")
+		}
+		failing = err != nil
+		batch = batch[:0]
+	}
+	drain := func() {
+		for {
+			select {
+			case e := <-r.queue:
+				batch = append(batch, e)
+				if len(batch) == batchMax {
+					write()
+				}
+			default:
+				write()
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case e := <-r.queue:
+			batch = append(batch, e)
+			if len(batch) == batchMax {
+				write()
+			}
+		case <-tick.C:
+			write()
+		case reply := <-r.flushes:
+			drain()
+			close(reply)
+		case <-r.stop:
+			drain()
+			return
+		}
+	}
+}
+
+// flush waits (at most flushWait) until the events this process queued so
+// far reached the store, so a reader sees its own process's calls.
+func (r *Recorder) flush(ctx context.Context) {
+	reply := make(chan struct{})
+	t := time.NewTimer(flushWait)
+	defer t.Stop()
+	select {
+	case r.flushes <- reply:
+	case <-r.done:
+		return
+	case <-t.C:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-reply:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func record(e Event) store.ActivityRecord {
+	line := encodeLine(e)
+	if len(line) > 0 {
+		line = line[:len(line)-1] // no newline in the store
+	}
+	return store.ActivityRecord{ID: e.ID, OccurredAt: e.OccurredAt, ConnectorID: e.ConnectorID,
+		Outcome: e.Outcome, Actor: e.Actor, JSON: line}
+}
+
 func (r *Recorder) complete(e Event) Event {
-	e.ID = NewID()
+	// Ids order this process's events within one millisecond (newest first
+	// is occurredAt, then id, descending); the tag keeps replicas' apart.
+	e.ID = fmt.Sprintf("%08x%s", uint32(r.seq.Add(1)), r.tag)
 	e.OccurredAt = time.Now().UTC().Truncate(time.Millisecond) // ISO-8601 with milliseconds, like the original
 	e.ServerName = r.serverName
 	e.ServerVersion = r.serverVersion
@@ -215,35 +362,120 @@ func encodeLine(e Event) []byte {
 	return buf.Bytes() // Encode ends with '\n'
 }
 
-// Recent returns up to limit events, newest first; limit ≤ 0 means all kept.
-func (r *Recorder) Recent(limit int) []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.count
-	if limit > 0 && limit < n {
-		n = limit
-	}
-	out := make([]Event, 0, n)
-	for i := 1; i <= n; i++ {
-		out = append(out, r.ring[(r.next-i+len(r.ring))%len(r.ring)])
-	}
-	return out
+// Query selects events for /activity, newest first. Zero fields do not
+// filter; Before is a cursor from a previous page.
+type Query struct {
+	Limit       int
+	Before      string
+	ConnectorID string
+	Outcome     string
+	Actor       string
+	Since       time.Time
+	Until       time.Time
 }
 
-// Close syncs and closes the file. Recording after Close still reaches the
-// ring and the log. Close is idempotent.
+// Page is one page of events and the cursor of the next ("" at the end).
+type Page struct {
+	Events     []Event `json:"events"`
+	NextCursor string  `json:"nextCursor,omitempty"`
+}
+
+// ErrBadCursor is a `before` cursor this server did not issue.
+var ErrBadCursor = errors.New("invalid cursor")
+
+// maxCursorBytes bounds a cursor before it is decoded.
+const maxCursorBytes = 512
+
+// EncodeCursor makes the opaque cursor of a position: base64url of
+// "<occurredAtMs>:<id>".
+func EncodeCursor(c store.Cursor) string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d:%s", c.OccurredAtMs, c.ID))
+}
+
+// DecodeCursor reverses EncodeCursor; anything else is ErrBadCursor.
+func DecodeCursor(s string) (store.Cursor, error) {
+	if len(s) > maxCursorBytes {
+		return store.Cursor{}, ErrBadCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.Cursor{}, ErrBadCursor
+	}
+	ms, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || n < 0 || id == "" || !utf8.ValidString(id) || len(id) > maxContextBytes {
+		return store.Cursor{}, ErrBadCursor
+	}
+	return store.Cursor{OccurredAtMs: n, ID: id}, nil
+}
+
+// List returns one page of the history, newest first. It first waits
+// (briefly) for this process's queued events, so a caller reads its own
+// calls. A store failure matches store.ErrUnavailable.
+func (r *Recorder) List(ctx context.Context, q Query) (Page, error) {
+	sq := store.ActivityQuery{Limit: max(q.Limit, 1), ConnectorID: q.ConnectorID, Outcome: q.Outcome,
+		Actor: q.Actor, Since: q.Since, Until: q.Until}
+	if q.Before != "" {
+		c, err := DecodeCursor(q.Before)
+		if err != nil {
+			return Page{}, err
+		}
+		sq.Before = &c
+	}
+	r.flush(ctx)
+	recs, more, err := r.st.ListActivity(ctx, sq)
+	if err != nil {
+		return Page{}, err
+	}
+	p := Page{Events: make([]Event, 0, len(recs))}
+	for _, rec := range recs {
+		var e Event
+		if err := json.Unmarshal(rec.JSON, &e); err != nil {
+			continue // a row this binary cannot read is skipped, not fatal
+		}
+		p.Events = append(p.Events, e)
+	}
+	if more && len(recs) > 0 {
+		last := recs[len(recs)-1]
+		p.NextCursor = EncodeCursor(store.Cursor{OccurredAtMs: last.OccurredAt.UnixMilli(), ID: last.ID})
+	}
+	return p, nil
+}
+
+// Recent returns up to limit events, newest first; limit ≤ 0 means up to
+// 100,000. A store failure gives what could be read (nothing).
+func (r *Recorder) Recent(limit int) []Event {
+	if limit <= 0 {
+		limit = 100_000
+	}
+	p, err := r.List(context.Background(), Query{Limit: limit})
+	if err != nil {
+		return []Event{}
+	}
+	return p.Events
+}
+
+// Close writes the queued events (waiting at most a few seconds), stops the
+// writer, and syncs and closes the file. Recording after Close still reaches
+// the log. Close is idempotent.
 func (r *Recorder) Close() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return nil
 	}
 	r.closed = true
-	if r.file == nil {
-		return nil
-	}
 	f := r.file
 	r.file = nil
+	r.mu.Unlock()
+	close(r.stop)
+	select {
+	case <-r.done:
+	case <-time.After(closeFlushWait):
+	}
+	if f == nil {
+		return nil
+	}
 	return errors.Join(f.Sync(), f.Close())
 }
 

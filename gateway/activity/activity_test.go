@@ -3,7 +3,9 @@ package activity
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,9 +13,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/store"
 )
 
 func TestV2_FrictionTable(t *testing.T) {
@@ -115,11 +122,12 @@ func TestV1_FileAppendsAcrossRecorders(t *testing.T) {
 	}
 }
 
-func TestV1_RingIsBoundedNewestFirst(t *testing.T) {
-	r, err := New(Options{Ring: 3})
+func TestV1_NewestFirstWithCursor(t *testing.T) {
+	r, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Close()
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		r.Record(Event{ConnectorID: "c", ToolName: name, Address: "c." + name})
 	}
@@ -128,19 +136,60 @@ func TestV1_RingIsBoundedNewestFirst(t *testing.T) {
 	for _, e := range got {
 		names = append(names, e.ToolName)
 	}
-	if !reflect.DeepEqual(names, []string{"e", "d", "c"}) {
-		t.Fatalf("Recent = %v", names)
+	if !reflect.DeepEqual(names, []string{"e", "d", "c", "b", "a"}) {
+		t.Fatalf("Recent = %v (newest first, even within one millisecond)", names)
 	}
-	if got := r.Recent(2); len(got) != 2 || got[0].ToolName != "e" {
-		t.Fatalf("Recent(2) = %v", got)
+	p, err := r.List(context.Background(), Query{Limit: 2})
+	if err != nil || len(p.Events) != 2 || p.NextCursor == "" {
+		t.Fatalf("page 1: %+v, %v", p, err)
 	}
-	if _, err := New(Options{Ring: -1}); err == nil {
-		t.Fatal("negative ring accepted")
+	p, err = r.List(context.Background(), Query{Limit: 5, Before: p.NextCursor})
+	if err != nil || len(p.Events) != 3 || p.Events[0].ToolName != "c" || p.NextCursor != "" {
+		t.Fatalf("page 2: %+v, %v", p, err)
 	}
-	def, _ := New(Options{})
-	if len(def.ring) != DefaultRing {
-		t.Fatalf("default ring %d", len(def.ring))
+	for _, bad := range []string{"!!", "bm9jb2xvbg", EncodeCursor(store.Cursor{OccurredAtMs: 1}), strings.Repeat("A", 600)} {
+		if _, err := r.List(context.Background(), Query{Limit: 1, Before: bad}); !errors.Is(err, ErrBadCursor) {
+			t.Errorf("cursor %q: %v, want ErrBadCursor", bad, err)
+		}
 	}
+}
+
+// blockingStore never finishes a write until released: a slow store.
+type blockingStore struct {
+	store.Activity
+	release chan struct{}
+}
+
+func (b blockingStore) AppendActivity(ctx context.Context, _ []store.ActivityRecord) error {
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return errors.New("slow store")
+}
+
+// TestV1_SlowStoreNeverSlowsACall: recording with a store that does not
+// answer returns at once; what does not fit the buffer is dropped and
+// counted in connecta_activity_dropped_total.
+func TestV1_SlowStoreNeverSlowsACall(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	bs := blockingStore{Activity: store.NewMemory(), release: make(chan struct{})}
+	r, err := New(Options{Store: bs, Buffer: 4, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for range 1000 {
+		r.Record(Event{ConnectorID: "c", ToolName: "t", Address: "c.t"})
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("1000 records took %s with a stuck store", d)
+	}
+	if got := testutil.ToFloat64(r.dropped); got < 1000-4-batchMax {
+		t.Fatalf("dropped %v, want nearly all", got)
+	}
+	close(bs.release)
+	_ = r.Close()
 }
 
 func TestV3_IdentityClamp(t *testing.T) {
@@ -217,7 +266,7 @@ func TestV3_IdentityClampKeepsNBytesThenMarker(t *testing.T) {
 
 func TestV1_ConcurrentRecord(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.jsonl")
-	r, err := New(Options{Ring: 50, File: file})
+	r, err := New(Options{File: file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +289,7 @@ func TestV1_ConcurrentRecord(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal("second Close:", err)
 	}
-	r.Record(Event{ConnectorID: "after", ToolName: "close"}) // still reaches the ring
-	if r.Recent(1)[0].ConnectorID != "after" {
-		t.Fatal("record after close lost")
-	}
+	r.Record(Event{ConnectorID: "after", ToolName: "close"}) // neither blocks nor panics
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +309,8 @@ func TestV1_ConcurrentRecord(t *testing.T) {
 	if n != goroutines*each || len(ids) != n {
 		t.Fatalf("%d lines, %d distinct ids; want %d", n, len(ids), goroutines*each)
 	}
-	if got := len(r.Recent(0)); got != 50 {
-		t.Fatalf("ring holds %d", got)
+	if got := len(r.Recent(0)); got != goroutines*each {
+		t.Fatalf("store holds %d, want %d", got, goroutines*each)
 	}
 }
 

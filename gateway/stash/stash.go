@@ -1,20 +1,19 @@
 // Package stash is the get_result store (spec-meta-tools §7): a call_tool
 // result too large to return inline is kept here under an unguessable handle
-// for a while and read back in UTF-8-safe pages. Store is the seam a shared
-// store can replace; Memory is the in-process implementation.
+// for a while and read back in UTF-8-safe pages. Stash keeps them in a
+// store.Stash (memory:, SQLite or PostgreSQL, package store).
 package stash
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/store"
 )
 
 // Defaults (DECISIONS.md: results.stashTtlMs, stashMaxBytes, maxInlineBytes).
@@ -78,7 +77,7 @@ func (e *RangeError) Error() string {
 	return fmt.Sprintf("Invalid %s: %d (must be a non-negative integer)", e.Field, e.Value)
 }
 
-// Options configure a Memory store. Zero values take the defaults.
+// Options configure a Stash. Zero values take the defaults.
 type Options struct {
 	MaxBytes int64         // total stored bytes; oldest entries are evicted
 	TTL      time.Duration // lifetime of an entry
@@ -87,80 +86,60 @@ type Options struct {
 	PageBytes int
 }
 
-type entry struct {
-	handle    string
-	data      string
-	expiresAt time.Time
-}
-
-// Memory is the in-process Store: bounded by total bytes (oldest evicted
-// first) and by TTL, swept lazily on use — it owns no goroutine.
-type Memory struct {
+// Stash is the Store over a store.Stash (memory:, SQLite or PostgreSQL):
+// the TTL and the byte bound are enforced by the store, so every replica on
+// one database pages every handle, and expired rows go with the store's one
+// periodic sweep. A page reads only its own bytes (plus the few needed to
+// align on characters), never the whole text.
+type Stash struct {
+	st        store.Stash
 	maxBytes  int64
 	ttl       time.Duration
 	now       func() time.Time
 	pageBytes int
-
-	mu      sync.Mutex
-	order   *list.List // of *entry, oldest first
-	byID    map[string]*list.Element
-	total   int64
-	expired map[string]struct{} // recently expired handles, for typed errors
 }
 
-var _ Store = (*Memory)(nil)
+var _ Store = (*Stash)(nil)
 
-// NewMemory builds a Memory store.
-func NewMemory(opts Options) *Memory {
-	m := &Memory{
-		maxBytes:  opts.MaxBytes,
-		ttl:       opts.TTL,
-		now:       opts.Now,
-		pageBytes: opts.PageBytes,
-		order:     list.New(),
-		byID:      make(map[string]*list.Element),
-		expired:   make(map[string]struct{}),
+// New builds a Stash over st.
+func New(st store.Stash, opts Options) *Stash {
+	s := &Stash{st: st, maxBytes: opts.MaxBytes, ttl: opts.TTL, now: opts.Now, pageBytes: opts.PageBytes}
+	if s.maxBytes <= 0 {
+		s.maxBytes = DefaultMaxBytes
 	}
-	if m.maxBytes <= 0 {
-		m.maxBytes = DefaultMaxBytes
+	if s.ttl <= 0 {
+		s.ttl = DefaultTTL
 	}
-	if m.ttl <= 0 {
-		m.ttl = DefaultTTL
+	if s.now == nil {
+		s.now = time.Now
 	}
-	if m.now == nil {
-		m.now = time.Now
+	if s.pageBytes <= 0 {
+		s.pageBytes = DefaultPageBytes
 	}
-	if m.pageBytes <= 0 {
-		m.pageBytes = DefaultPageBytes
-	}
-	return m
+	return s
 }
 
-// Put stores data under a new unguessable handle (a random UUID).
-func (m *Memory) Put(ctx context.Context, data string) (string, error) {
+// NewMemory builds a Stash over a fresh memory: store (tests, tools).
+func NewMemory(opts Options) *Stash { return New(store.NewMemory(), opts) }
+
+// Put stores data under a new unguessable handle (a random UUID). A store
+// failure matches store.ErrUnavailable.
+func (s *Stash) Put(ctx context.Context, data string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("stash put: %w", err)
 	}
 	size := int64(len(data))
-	if size > m.maxBytes {
-		return "", fmt.Errorf("stash put: %d bytes over the %d-byte stash: %w", size, m.maxBytes, ErrTooLarge)
+	if size > s.maxBytes {
+		return "", fmt.Errorf("stash put: %d bytes over the %d-byte stash: %w", size, s.maxBytes, ErrTooLarge)
 	}
 	handle := newHandle()
-	now := m.now()
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweepLocked(now)
-	for m.total+size > m.maxBytes {
-		oldest := m.order.Front()
-		if oldest == nil {
-			break
-		}
-		m.removeLocked(oldest)
+	err := s.st.PutResult(ctx, handle, []byte(data), s.now().Add(s.ttl), s.maxBytes)
+	if errors.Is(err, store.ErrTooLarge) {
+		return "", fmt.Errorf("stash put: %d bytes over the %d-byte stash: %w", size, s.maxBytes, ErrTooLarge)
 	}
-	el := m.order.PushBack(&entry{handle: handle, data: data, expiresAt: now.Add(m.ttl)})
-	m.byID[handle] = el
-	m.total += size
+	if err != nil {
+		return "", fmt.Errorf("stash put: %w", err)
+	}
 	return handle, nil
 }
 
@@ -168,7 +147,7 @@ func (m *Memory) Put(ctx context.Context, data string) (string, error) {
 // the start of its UTF-8 character) and at most limit bytes long (the end
 // moved back to a character start, or forward past one character when the
 // page would otherwise be empty). An offset at or past the end gives "".
-func (m *Memory) Get(ctx context.Context, handle string, offset, limit int) (Page, error) {
+func (s *Stash) Get(ctx context.Context, handle string, offset, limit int) (Page, error) {
 	if err := ctx.Err(); err != nil {
 		return Page{}, fmt.Errorf("stash get: %w", err)
 	}
@@ -179,48 +158,61 @@ func (m *Memory) Get(ctx context.Context, handle string, offset, limit int) (Pag
 		return Page{}, &RangeError{Field: "maxBytes", Value: limit}
 	}
 	if limit == 0 {
-		limit = m.pageBytes
+		limit = s.pageBytes
 	}
-	now := m.now()
-
-	m.mu.Lock()
-	el, ok := m.byID[handle]
-	if ok && !now.Before(el.Value.(*entry).expiresAt) {
-		m.removeLocked(el)
-		m.expired[handle] = struct{}{}
-		ok = false
+	// The window covers every byte the alignment rules may look at.
+	base := max(0, offset-(maxRuneBytes-1))
+	win, total, err := s.st.ResultWindow(ctx, handle, base, offset+limit+maxRuneBytes, s.now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Page{}, &HandleError{Handle: handle, Err: ErrUnknownHandle}
+	case errors.Is(err, store.ErrExpired):
+		return Page{}, &HandleError{Handle: handle, Err: ErrExpiredHandle}
+	case err != nil:
+		return Page{}, fmt.Errorf("stash get: %w", err)
 	}
-	if !ok {
-		_, wasExpired := m.expired[handle]
-		m.mu.Unlock()
-		cause := ErrUnknownHandle
-		if wasExpired {
-			cause = ErrExpiredHandle
-		}
-		return Page{}, &HandleError{Handle: handle, Err: cause}
-	}
-	data := el.Value.(*entry).data
-	m.mu.Unlock()
-
-	return PageOf(data, offset, limit), nil
+	return pageOf(window{s: string(win), base: base, total: total}, offset, limit), nil
 }
 
-// PageOf cuts one §7 page out of data; offset ≥ 0, limit > 0. Exported so a
-// shared Store implementation pages identically.
+// PageOf cuts one §7 page out of data; offset ≥ 0, limit > 0.
 func PageOf(data string, offset, limit int) Page {
-	total := len(data)
+	return pageOf(window{s: data, total: len(data)}, offset, limit)
+}
+
+// window is the bytes [base, base+len(s)) of a text total bytes long.
+type window struct {
+	s     string
+	base  int
+	total int
+}
+
+// at is the byte at absolute position i, and whether the window holds it.
+func (w window) at(i int) (byte, bool) {
+	j := i - w.base
+	if j < 0 || j >= len(w.s) {
+		return 0, false
+	}
+	return w.s[j], true
+}
+
+func (w window) slice(from, to int) string {
+	return w.s[from-w.base : to-w.base]
+}
+
+func pageOf(w window, offset, limit int) Page {
+	total := w.total
 	if offset >= total {
 		return Page{Offset: offset, TotalBytes: total}
 	}
-	start := alignBack(data, offset)
+	start := w.alignBack(offset)
 	end := total
 	if limit < total-start {
-		end = alignBack(data, start+limit)
+		end = w.alignBack(start + limit)
 	}
 	if end <= start {
-		end = alignForward(data, start)
+		end = w.alignForward(start)
 	}
-	p := Page{Offset: start, TotalBytes: total, Text: data[start:end]}
+	p := Page{Offset: start, TotalBytes: total, Text: w.slice(start, end)}
 	if end < total {
 		next := end
 		p.NextOffset = &next
@@ -231,12 +223,12 @@ func PageOf(data string, offset, limit int) Page {
 // alignBack moves i back to the start of its UTF-8 character, looking at
 // most maxRuneBytes-1 bytes back; invalid runs stay where they are. It is
 // idempotent, which is what makes consecutive pages meet exactly.
-func alignBack(s string, i int) int {
-	if i >= len(s) {
-		return len(s)
+func (w window) alignBack(i int) int {
+	if i >= w.total {
+		return w.total
 	}
 	for j := i; j > i-maxRuneBytes && j >= 0; j-- {
-		if utf8.RuneStart(s[j]) {
+		if b, ok := w.at(j); ok && utf8.RuneStart(b) {
 			return j
 		}
 	}
@@ -245,36 +237,16 @@ func alignBack(s string, i int) int {
 
 // alignForward returns the end of the character starting at i: past i and
 // the continuation bytes after it, at most maxRuneBytes in all.
-func alignForward(s string, i int) int {
+func (w window) alignForward(i int) int {
 	end := i + 1
-	for end < len(s) && end < i+maxRuneBytes && !utf8.RuneStart(s[end]) {
+	for end < w.total && end < i+maxRuneBytes {
+		b, ok := w.at(end)
+		if !ok || utf8.RuneStart(b) {
+			break
+		}
 		end++
 	}
 	return end
-}
-
-func (m *Memory) sweepLocked(now time.Time) {
-	// Entries share one TTL, so insertion order is expiry order.
-	for el := m.order.Front(); el != nil; el = m.order.Front() {
-		e := el.Value.(*entry)
-		if now.Before(e.expiresAt) {
-			break
-		}
-		m.removeLocked(el)
-		m.expired[e.handle] = struct{}{}
-	}
-	// Remembering expired handles is only for a friendlier error; keep it
-	// bounded by forgetting all of them at once when it grows large.
-	if len(m.expired) > 4096 {
-		clear(m.expired)
-	}
-}
-
-func (m *Memory) removeLocked(el *list.Element) {
-	e := el.Value.(*entry)
-	m.order.Remove(el)
-	delete(m.byID, e.handle)
-	m.total -= int64(len(e.data))
 }
 
 // newHandle returns a random (version 4) UUID: 122 bits from crypto/rand.

@@ -152,14 +152,34 @@ func TestGetResult_TTLBeforeExpiry(t *testing.T) {
 	if _, err := m.Get(context.Background(), h, 0, 10); err != nil {
 		t.Fatalf("entry gone before its TTL: %v", err)
 	}
-	// Expired entries are swept by a later Put and stop counting bytes.
-	c.advance(time.Second)
-	_, _ = m.Put(context.Background(), "y")
-	m.mu.Lock()
-	total := m.total
-	m.mu.Unlock()
-	if total != 1 {
-		t.Fatalf("total %d after sweep, want 1", total)
+	c.advance(time.Nanosecond)
+	if _, err := m.Get(context.Background(), h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
+		t.Fatalf("entry alive at its TTL: %v", err)
+	}
+}
+
+// TestGetResult_WindowedPagesEqualWholeTextPages: a page is cut from a
+// window of the stored bytes, never the whole text; every offset and limit
+// gives the page PageOf cuts from the whole text, invalid bytes included.
+func TestGetResult_WindowedPagesEqualWholeTextPages(t *testing.T) {
+	m := NewMemory(Options{})
+	text := "aé😀中\xff\xfe" + strings.Repeat("x😀", 5) + "\xe4\xb8" + "end中"
+	h, err := m.Put(context.Background(), text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for offset := 0; offset <= len(text)+2; offset++ {
+		for _, limit := range []int{1, 2, 3, 4, 5, 9, len(text)} {
+			got, err := m.Get(context.Background(), h, offset, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := PageOf(text, offset, limit)
+			if got.Text != want.Text || got.Offset != want.Offset || got.TotalBytes != want.TotalBytes ||
+				(got.NextOffset == nil) != (want.NextOffset == nil) || (got.NextOffset != nil && *got.NextOffset != *want.NextOffset) {
+				t.Fatalf("offset %d limit %d: got %+v, want %+v", offset, limit, got, want)
+			}
+		}
 	}
 }
 
@@ -183,10 +203,10 @@ func TestGetResult_BoundedByBytesEvictsOldest(t *testing.T) {
 	if _, err := m.Put(ctx, strings.Repeat("z", 10)); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.total != 10 || m.order.Len() != 1 {
-		t.Fatalf("total %d, entries %d", m.total, m.order.Len())
+	for _, h := range []string{h2, h3} {
+		if _, err := m.Get(ctx, h, 0, 0); !errors.Is(err, ErrUnknownHandle) {
+			t.Fatalf("a full-size put evicts everything else: %v", err)
+		}
 	}
 }
 
@@ -230,11 +250,6 @@ func TestGetResult_Concurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.total > 1<<12 {
-		t.Fatalf("total %d over the bound", m.total)
-	}
 }
 
 func FuzzPageOf(f *testing.F) {

@@ -138,7 +138,7 @@ type fixture struct {
 func newFixture(t *testing.T, spec gateway.ConnectorSpec) *fixture {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec, err := activity.New(activity.Options{Ring: 256, Logger: log, ServerName: "connecta", ServerVersion: "test"})
+	rec, err := activity.New(activity.Options{Logger: log, ServerName: "connecta", ServerVersion: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

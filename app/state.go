@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/vault"
+)
+
+// state is what outlives a request: the store, the vault over it, the
+// get_result stash in it, and the maintenance job that sweeps it.
+type state struct {
+	store store.Store
+	vault *vault.Vault
+	stash *stash.Stash
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// openState opens store.url (retrying an unreachable PostgreSQL, migrating)
+// and starts the one maintenance job; close stops it and closes the store.
+func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*state, error) {
+	if !cfg.Store.Given {
+		log.Warn("no store configured: using memory:, so get_result handles, activity and vault values are lost on restart and not shared between replicas; set store.url to sqlite:PATH or postgres://…")
+	}
+	st, err := store.Open(ctx, cfg.Store.URL.Reveal(), store.Options{Logger: log.With("component", "store"), Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	v, err := NewVault(cfg, st, log)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	s := &state{
+		store: st,
+		vault: v,
+		stash: stash.New(st, stash.Options{MaxBytes: cfg.Results.StashMaxBytes, TTL: cfg.Results.StashTTL}),
+		done:  make(chan struct{}),
+	}
+	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	go func() {
+		defer close(s.done)
+		store.Maintain(mctx, st, store.MaintainOptions{
+			MaxEvents: cfg.Activity.MaxEvents, MaxAge: cfg.Activity.MaxAge, Logger: log.With("component", "store"),
+		})
+	}()
+	return s, nil
+}
+
+// NewVault is the vault over st with the configured keys (vault.keys,
+// vault.active); the serve and vault commands share it.
+func NewVault(cfg *config.Config, st store.Store, log *slog.Logger) (*vault.Vault, error) {
+	keys := make([]vault.Key, 0, len(cfg.Vault.Keys))
+	for _, k := range cfg.Vault.Keys {
+		keys = append(keys, vault.Key{ID: k.ID, Key: []byte(k.Key.Reveal())})
+	}
+	v, err := vault.New(st, keys, cfg.Vault.Active, log.With("component", "vault"))
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// health is the store's /health entry, from state the store already has.
+func (s *state) health() server.StoreState {
+	h := s.store.Health()
+	return server.StoreState{State: h.State, LastErrorCode: h.LastErrorCode}
+}
+
+func (s *state) close() {
+	if s == nil {
+		return
+	}
+	s.stop()
+	<-s.done
+	_ = s.store.Close()
+}

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/oauth"
+	oidctest "github.com/connecta-dev/connecta/test/oidc"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDownstreamOAuth_EndToEnd runs connecta in front of a go-sdk MCP server
+// protected by the real oidc-provider and plays the human with a cookie
+// jar: a call without a grant is auth_required with recovery "oauth" (top
+// level and in a program), authorize_connector gives the link, the login
+// and consent land on connecta's callback, then the connector works through
+// call_tool and a program, an expired access token is refreshed, and a 401
+// is answered by one refresh and one re-send (attempts 1, the tool ran
+// once). Finally every byte the run produced — answers, logs, activity,
+// metrics, health, pages — is searched for the tokens and the code.
+func TestDownstreamOAuth_EndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns the executor pool")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 2 * time.Second})
+	rs := oidctest.NewProtectedServer(t, p)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	activityFile := filepath.Join(dir, "activity.jsonl")
+	yaml := fmt.Sprintf(`listen: %s
+publicUrl: http://%s
+executor: {spares: 1, cacheDir: %s}
+activity: {file: %s}
+connectors:
+  - id: tracker
+    title: Tracker
+    url: %s
+    oauth: {}
+`, addr, addr, filepath.Join(os.TempDir(), "connecta-cmd-test-cache"), activityFile, rs.URL)
+	cfg, err := config.Parse(filepath.Join(dir, "connecta.yaml"), []byte(yaml), resolver(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := oauth.NewMemoryStore()
+	logs := &syncBuffer{}
+	serveCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(logs), oauthStore: store}) }()
+	defer func() {
+		stop()
+		select {
+		case <-errc:
+		case <-time.After(60 * time.Second):
+			t.Error("serve did not stop")
+		}
+	}()
+	base := "http://" + addr
+	waitHealthy(t, base)
+
+	var produced strings.Builder // everything a client, operator or log saw
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(name string, args map[string]any) (text string, isError bool) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		produced.WriteString(b.String() + "\n")
+		return b.String(), res.IsError
+	}
+	const program = `async () => { try { return { ok: true, v: await connecta.call("tracker.whoami", {}) } } catch (e) { return { ok: false, code: e.code, recovery: e.details && e.details.recovery, next: e.details && e.details.nextAction && e.details.nextAction.tool } } }`
+
+	// Without a grant: auth_required, recovery oauth, nextAction authorize_connector.
+	text, isErr := call("call_tool", map[string]any{"address": "tracker.whoami"})
+	var failure struct {
+		Error struct {
+			Code       string `json:"code"`
+			Recovery   string `json:"recovery"`
+			NextAction struct {
+				Tool string `json:"tool"`
+			} `json:"nextAction"`
+		} `json:"error"`
+	}
+	if !isErr || json.Unmarshal([]byte(text), &failure) != nil || failure.Error.Code != "auth_required" ||
+		failure.Error.Recovery != "oauth" || failure.Error.NextAction.Tool != "authorize_connector" {
+		t.Fatalf("call_tool without a grant: %s", text)
+	}
+	text, _ = call("execute_code", map[string]any{"code": program})
+	if !strings.Contains(text, `"code":"auth_required"`) || !strings.Contains(text, `"recovery":"oauth"`) || !strings.Contains(text, `"next":"authorize_connector"`) {
+		t.Fatalf("program without a grant: %s", text)
+	}
+
+	// authorize_connector, then the human.
+	text, isErr = call("authorize_connector", map[string]any{"connector": "tracker"})
+	var st struct {
+		Connector, Recovery, Status, AuthorizationURL, ExpiresAt, Instructions string
+	}
+	if isErr || json.Unmarshal([]byte(text), &st) != nil || st.Recovery != "oauth" || st.Status != "authorization_required" || st.AuthorizationURL == "" {
+		t.Fatalf("authorize_connector: %s", text)
+	}
+	if _, err := time.Parse(time.RFC3339, st.ExpiresAt); err != nil || !strings.HasSuffix(st.ExpiresAt, "Z") {
+		t.Fatalf("expiresAt %q is not RFC 3339 UTC", st.ExpiresAt)
+	}
+	jar, _ := cookiejar.New(nil)
+	human := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	back, err := p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(back.String(), base+"/oauth/callback/tracker?") {
+		t.Fatalf("redirect %s", back)
+	}
+	code := back.Query().Get("code")
+	res, err := human.Get(back.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	produced.Write(page)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(page), "Connected Tracker") || res.Request.URL.String() != back.String() {
+		t.Fatalf("callback page %d (at %s): %s", res.StatusCode, res.Request.URL, page)
+	}
+	tokens := grantTokens(t, ctx, store)
+
+	// Works through call_tool and a program.
+	text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami"})
+	if isErr || !strings.Contains(text, "subject=alice") {
+		t.Fatalf("call_tool after authorization: %s", text)
+	}
+	text, _ = call("execute_code", map[string]any{"code": program})
+	if !strings.Contains(text, `"ok":true`) || !strings.Contains(text, "subject=alice") {
+		t.Fatalf("program after authorization: %s", text)
+	}
+
+	// The access token expires (2 s): the next call refreshes.
+	time.Sleep(2100 * time.Millisecond)
+	if text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
+		t.Fatalf("call_tool after expiry: %s", text)
+	}
+	if m := get(t, base+"/metrics"); !strings.Contains(m, `connecta_oauth_refreshes_total{connector="tracker",outcome="ok"} 1`) {
+		t.Fatalf("metrics after expiry lack one ok refresh:\n%s", grepLines(m, "oauth"))
+	}
+
+	// A 401 with a current token: one refresh, one re-send, attempts 1.
+	ran := rs.Calls()
+	rs.RejectNext(1)
+	text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami", "resultMode": "value"})
+	if isErr || !strings.Contains(text, `"attempts":1`) || !strings.Contains(text, "subject=alice") || rs.Calls() != ran+1 {
+		t.Fatalf("call after a 401: %s (tool ran %d times)", text, rs.Calls()-ran)
+	}
+	tokens = append(tokens, grantTokens(t, ctx, store)...)
+
+	// Nothing anywhere shows a token or the code.
+	produced.WriteString(get(t, base+"/metrics"))
+	produced.WriteString(get(t, base+"/health"))
+	produced.WriteString(get(t, base+"/activity"))
+	if b, err := os.ReadFile(activityFile); err == nil {
+		produced.Write(b)
+	}
+	produced.WriteString(logs.String())
+	all := produced.String()
+	for _, secret := range append(tokens, code) {
+		if len(secret) < 8 {
+			t.Fatalf("implausible secret %q", secret)
+		}
+		if strings.Contains(all, secret) {
+			t.Fatalf("a token or code appears in what the run produced (%d bytes searched)", len(all))
+		}
+	}
+	if !strings.Contains(logs.String(), "oauth audit") {
+		t.Fatal("no audit record in the log")
+	}
+}
+
+func grantTokens(t *testing.T, ctx context.Context, s *oauth.MemoryStore) []string {
+	t.Helper()
+	raw, err := s.Open(ctx, "tracker", "grant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		AccessToken, RefreshToken, ClientID string
+	}
+	if err := json.Unmarshal(raw, &g); err != nil || g.AccessToken == "" || g.RefreshToken == "" {
+		t.Fatalf("grant: %v", err)
+	}
+	return []string{g.AccessToken, g.RefreshToken}
+}
+
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not come up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

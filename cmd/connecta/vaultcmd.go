@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/user"
+	"time"
+
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/vault"
+)
+
+// maxCredentialBytes bounds a credential read from standard input.
+const maxCredentialBytes = 64 << 10
+
+// cliTimeout bounds one store-writing command, boot retry included.
+const cliTimeout = 2 * time.Minute
+
+// openWritableStore loads the config and opens its store for a command
+// that writes it; memory: is refused (it would write into a store no server
+// shares, then vanish).
+func openWritableStore(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (cfg *config.Config, st store.Store, v *vault.Vault, rest []string, code int) {
+	fs := newFlagSet(name, stdout, stderr)
+	configPath := fs.String("config", "", "configuration file (its store and vault)")
+	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
+	var pos []string
+	// Positional arguments may come before or after the flags.
+	for len(args) > 0 {
+		if args[0] != "" && args[0][0] != '-' {
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		if c, done := fs.parseSome(args); done {
+			return nil, nil, nil, nil, c
+		}
+		if len(fs.Args()) == len(args) { // "-" alone: an argument, not a flag
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		args = fs.Args()
+	}
+	if *configPath == "" {
+		fmt.Fprintf(stderr, "connecta %s: --config FILE is required\n", name)
+		return nil, nil, nil, nil, 2
+	}
+	cfg, err := loadConfig(*configPath, *credentialsDir)
+	if err != nil {
+		printRefusals(stderr, err)
+		return nil, nil, nil, nil, 1
+	}
+	url := cfg.Store.URL.Reveal()
+	if kind, _ := store.Scheme(url); kind == "memory" {
+		fmt.Fprintf(stderr, "connecta %s: the store of %s is memory:, which lives only inside a running server; set store.url to sqlite:PATH or postgres://… to write it from the command line\n", name, *configPath)
+		return nil, nil, nil, nil, 1
+	}
+	st, err = store.Open(ctx, url, store.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		fmt.Fprintf(stderr, "connecta %s: %v\n", name, err)
+		return nil, nil, nil, nil, 1
+	}
+	v, err = app.NewVault(cfg, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		_ = st.Close()
+		fmt.Fprintf(stderr, "connecta %s: %v\n", name, err)
+		return nil, nil, nil, nil, 1
+	}
+	return cfg, st, v, pos, 0
+}
+
+// parseSome parses flags up to the first positional argument, leaving the
+// rest in fs.Args().
+func (fs *flagSet) parseSome(args []string) (int, bool) {
+	err := fs.Parse(args)
+	if err == nil {
+		return 0, false
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fs.printUsage(fs.stdout)
+		return 0, true
+	}
+	fmt.Fprintf(fs.stderr, "connecta %s: %v\n\n", fs.Name(), err)
+	fs.printUsage(fs.stderr)
+	return 2, true
+}
+
+// cliActor names who ran a command, for the audit trail.
+func cliActor() string {
+	if u, err := user.Current(); err == nil {
+		return "cli:" + u.Username
+	}
+	return "cli"
+}
+
+// cmdVault is `connecta vault reseal --config FILE`: every sealed value not
+// under vault.active is re-sealed under it.
+func cmdVault(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "reseal" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			c, _ := findCommand("vault")
+			fmt.Fprintf(stdout, "usage: connecta %s\n\n%s.\n", c.synopsis, c.summary)
+			return 0
+		}
+		fmt.Fprintln(stderr, "usage: connecta vault reseal --config FILE")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	_, st, v, pos, code := openWritableStore(ctx, "vault", args[1:], stdout, stderr)
+	if st == nil {
+		return code
+	}
+	defer st.Close()
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "connecta vault reseal: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	r, err := v.Reseal(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "connecta vault reseal: %v\n", err)
+		return 1
+	}
+	_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "vault.reseal", Target: "vault",
+		Detail: fmt.Sprintf("resealed %d under %s", r.Resealed, v.ActiveKeyID())})
+	fmt.Fprintf(stdout, "vault reseal: %d resealed under %s, %d already current, %d unreadable (left as they are), %d changed meanwhile\n",
+		r.Resealed, v.ActiveKeyID(), r.Current, r.Unreadable, r.Raced)
+	if r.Unreadable > 0 {
+		return 1
+	}
+	return 0
+}
+
+// cmdCredential is `connecta credential set|delete CONNECTOR NAME --config
+// FILE`; set reads the value from standard input (one trailing newline is
+// dropped) and never echoes it.
+func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	const usageLine = "usage: connecta credential set|delete CONNECTOR NAME --config FILE   (set reads the value from standard input)"
+	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, usageLine)
+			return 0
+		}
+		fmt.Fprintln(stderr, usageLine)
+		return 2
+	}
+	verb := args[0]
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cfg, st, v, pos, code := openWritableStore(ctx, "credential", args[1:], stdout, stderr)
+	if st == nil {
+		return code
+	}
+	defer st.Close()
+	if len(pos) != 2 {
+		fmt.Fprintln(stderr, usageLine)
+		return 2
+	}
+	connector, name := pos[0], pos[1]
+	if cfg.Connector(connector) == nil {
+		fmt.Fprintf(stderr, "connecta credential %s: no connector %q in %s\n", verb, connector, cfg.File)
+		return 1
+	}
+	if name == "" || len(name) > 128 {
+		fmt.Fprintf(stderr, "connecta credential %s: NAME must be 1-128 bytes\n", verb)
+		return 2
+	}
+	switch verb {
+	case "set":
+		if !v.Configured() {
+			fmt.Fprintf(stderr, "connecta credential set: %v\n", vault.ErrNotConfigured)
+			return 1
+		}
+		value, err := io.ReadAll(io.LimitReader(stdin, maxCredentialBytes+1))
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta credential set: reading standard input: %v\n", err)
+			return 1
+		}
+		value = bytes.TrimSuffix(bytes.TrimSuffix(value, []byte("\n")), []byte("\r"))
+		switch {
+		case len(value) > maxCredentialBytes:
+			fmt.Fprintf(stderr, "connecta credential set: the value is over %d bytes\n", maxCredentialBytes)
+			return 1
+		case len(value) == 0:
+			fmt.Fprintln(stderr, "connecta credential set: the value on standard input is empty")
+			return 1
+		}
+		err = v.Seal(ctx, vault.KindCredential, connector, name, value)
+		clear(value)
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta credential set: %v\n", err)
+			return 1
+		}
+		_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "credential.set", Target: "connector:" + connector, Detail: name})
+		fmt.Fprintf(stdout, "credential %s/%s set (sealed under %s)\n", connector, name, v.ActiveKeyID())
+	case "delete":
+		ok, err := v.Delete(ctx, vault.KindCredential, connector, name)
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta credential delete: %v\n", err)
+			return 1
+		}
+		if !ok {
+			fmt.Fprintf(stderr, "connecta credential delete: no credential %s/%s\n", connector, name)
+			return 1
+		}
+		_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "credential.delete", Target: "connector:" + connector, Detail: name})
+		fmt.Fprintf(stdout, "credential %s/%s deleted\n", connector, name)
+	}
+	return 0
+}

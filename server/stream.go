@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// metaLogLevel is the per-request log level key of _meta: in stateless
+// HTTP, logging/setLevel cannot persist from one request to the next.
+const metaLogLevel = mcp.MetaKeyLogLevel
+
+// levelRank ranks the MCP logging levels, lowest first; -1 for none (a
+// function, not a map: package state would be init work in every child).
+func levelRank(l mcp.LoggingLevel) int {
+	switch l {
+	case "debug":
+		return 0
+	case "info":
+		return 1
+	case "notice":
+		return 2
+	case "warning":
+		return 3
+	case "error":
+		return 4
+	case "critical":
+		return 5
+	case "alert":
+		return 6
+	case "emergency":
+		return 7
+	}
+	return -1
+}
+
+// consoleLevel maps a console method to the MCP level its entries are sent
+// at (log → info, warn → warning).
+func consoleLevel(method string) mcp.LoggingLevel {
+	switch method {
+	case "warn":
+		return "warning"
+	case "error":
+		return "error"
+	case "debug":
+		return "debug"
+	}
+	return "info"
+}
+
+// streamWants reads what a request's _meta asks to be streamed: a progress
+// token, a log level, or neither (then the reply is the ordinary JSON one,
+// byte for byte). One function decides both the response's content type and
+// what the handler sends, so the two never disagree.
+func streamWants(meta map[string]any) (token any, level mcp.LoggingLevel) {
+	if t, ok := meta["progressToken"]; ok {
+		switch t.(type) {
+		case string, float64, int, int64, int32:
+			token = t
+		}
+	}
+	if l, ok := meta[metaLogLevel].(string); ok {
+		if levelRank(mcp.LoggingLevel(l)) >= 0 {
+			level = mcp.LoggingLevel(l)
+		}
+	}
+	return token, level
+}
+
+// maxStreamEvents bounds one request's queued notifications. The child caps
+// console entries (X4: 200 and a marker), so only downstream progress can
+// approach it; what passes the bound is dropped, never the result.
+const maxStreamEvents = 4096
+
+// requestStream is one request's channel of notifications back to its
+// client while the work runs: progress (one counter per request, whatever
+// the source) and log messages. Events are queued and sent on a goroutine
+// of the request's own, so a slow client never stalls a program's run; close
+// sends what is queued before the result is written.
+type requestStream struct {
+	// ctx is the SDK handler's context: it names the request the
+	// notification belongs to, which routes it onto that request's response.
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+	level   mcp.LoggingLevel
+
+	mu       sync.Mutex
+	queue    []streamEvent
+	progress float64
+	running  bool
+	closed   bool
+	idle     chan struct{} // closed when the sender has emptied the queue and stopped
+}
+
+type streamEvent struct {
+	progress float64 // > 0: a progress notification with this value
+	message  string
+	level    mcp.LoggingLevel // "" for progress
+}
+
+// newRequestStream returns nil when the request asked for nothing.
+func newRequestStream(ctx context.Context, session *mcp.ServerSession, meta map[string]any) *requestStream {
+	token, level := streamWants(meta)
+	if session == nil || (token == nil && level == "") {
+		return nil
+	}
+	return &requestStream{ctx: ctx, session: session, token: token, level: level}
+}
+
+// ConsoleEntry is one console entry a program's child accepted: progress
+// with the entry's text, and a log message at the mapped level when that is
+// at or above the requested one.
+func (st *requestStream) ConsoleEntry(method, text string) {
+	if st.token != nil {
+		st.enqueue(streamEvent{message: text}, true)
+	}
+	if l := consoleLevel(method); st.level != "" && levelRank(l) >= levelRank(st.level) {
+		st.enqueue(streamEvent{message: text, level: l}, false)
+	}
+}
+
+// Progress is one downstream progress notification inside a program: it
+// advances the counter and carries no text (no downstream text passes the
+// program).
+func (st *requestStream) Progress() {
+	if st.token != nil {
+		st.enqueue(streamEvent{}, true)
+	}
+}
+
+// forward is one downstream progress notification of a top-level call: the
+// downstream's message passes, as its result does.
+func (st *requestStream) forward(message string) {
+	if st.token != nil {
+		st.enqueue(streamEvent{message: message}, true)
+	}
+}
+
+func (st *requestStream) enqueue(e streamEvent, progress bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed || len(st.queue) >= maxStreamEvents {
+		return
+	}
+	if progress {
+		st.progress++
+		e.progress = st.progress
+	}
+	st.queue = append(st.queue, e)
+	if !st.running {
+		st.running = true
+		st.idle = make(chan struct{})
+		go st.send(st.idle)
+	}
+}
+
+// send drains the queue, then stops (the next event starts it again).
+func (st *requestStream) send(idle chan struct{}) {
+	defer close(idle)
+	for {
+		st.mu.Lock()
+		if len(st.queue) == 0 {
+			st.running = false
+			st.mu.Unlock()
+			return
+		}
+		e := st.queue[0]
+		st.queue = st.queue[1:]
+		st.mu.Unlock()
+		// A failed send means the client is gone; the request's own
+		// cancellation ends the work, so there is nothing to do here.
+		if e.level != "" {
+			_ = st.session.Log(st.ctx, &mcp.LoggingMessageParams{Level: e.level, Data: e.message})
+		} else {
+			_ = st.session.NotifyProgress(st.ctx, &mcp.ProgressNotificationParams{ProgressToken: st.token, Progress: e.progress, Message: e.message})
+		}
+	}
+}
+
+// close accepts no more events and waits until the queued ones are sent:
+// every notification precedes the result on the response.
+func (st *requestStream) close() {
+	st.mu.Lock()
+	st.closed = true
+	idle := st.idle
+	running := st.running
+	st.mu.Unlock()
+	if running {
+		<-idle
+	}
+}
+
+type streamKey struct{}
+
+// ProgramNotifier is what execute_code's contract streams to (issue 10):
+// nil when the request asked for no progress and no log level.
+func ProgramNotifier(ctx context.Context) interface {
+	ConsoleEntry(method, text string)
+	Progress()
+} {
+	if st, ok := ctx.Value(streamKey{}).(*requestStream); ok && st != nil {
+		return st
+	}
+	return nil
+}
+
+func streamFrom(ctx context.Context) *requestStream {
+	st, _ := ctx.Value(streamKey{}).(*requestStream)
+	return st
+}

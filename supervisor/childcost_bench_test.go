@@ -1,0 +1,116 @@
+package supervisor
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/ipc"
+)
+
+// buildStatic builds pkg as `make build` builds bin/connecta (static,
+// -trimpath) into dir.
+func buildStatic(b *testing.B, dir, name, pkg string) string {
+	b.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		b.Skip("no go command")
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build %s: %v\n%s", pkg, err, msg)
+	}
+	return out
+}
+
+// BenchmarkChild_ConnectaVsHello is the child-cost figure of issue 9: the
+// real bin/connecta (built like `make build`) spawned through the pool's own
+// spawn path with the pool's cache directory, running `async () => 1+1` and
+// reaped, against a static hello-world built the same way and spawned
+// through the same path, one for one in the same loop. It reports each
+// one's CPU (user + system of that process, from its rusage), the ratio
+// (target ≤ 6×) and the child's peak RSS (target ≤ 16 MB).
+func BenchmarkChild_ConnectaVsHello(b *testing.B) {
+	dir := b.TempDir()
+	connecta := buildStatic(b, dir, "connecta", "github.com/connecta-dev/connecta/cmd/connecta")
+	hello := buildStatic(b, dir, "hello", "github.com/connecta-dev/connecta/cmd/connecta-load/hello")
+	// A private cache directory: the shared test one is pruned by other
+	// packages' tests running at the same time.
+	cache := filepath.Join(dir, "cache")
+	if err := os.Mkdir(cache, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	p, err := New(context.Background(), Options{Slots: 1, Spares: 1, floorExe: connecta, CacheDir: cache,
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	frame, err := ipc.Encode(&ipc.Message{Type: ipc.TypeRun, Run: runOf(Job{Code: "async () => 1 + 1"}, p.opts.Limits)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var childCPU, helloCPU []time.Duration
+	var maxRSS int64
+	b.ResetTimer()
+	for i := range b.N + 1 { // the first is a warm-up, not counted
+		c, err := p.spawn(ipc.ModeServe)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if in := <-c.in; in.err != nil || in.m.Type != ipc.TypeReady {
+			tail, _ := c.stderr.String()
+			b.Fatalf("not ready: %v; stderr: %s", in.err, tail)
+		}
+		if err := c.w.WriteFrame(frame); err != nil {
+			b.Fatal(err)
+		}
+		if in := <-c.in; in.err != nil || in.m.Type != ipc.TypeDone {
+			b.Fatal("no done", in.err)
+		}
+		p.retire(c, true)
+		<-c.exited
+		if i == 0 {
+			continue
+		}
+		ru := c.state.SysUsage().(*syscall.Rusage)
+		childCPU = append(childCPU, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+		maxRSS = max(maxRSS, ru.Maxrss)
+
+		// The floor, interleaved so both see the same machine.
+		cpu, _, err := SpawnFloor(hello, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		helloCPU = append(helloCPU, cpu)
+	}
+	b.StopTimer()
+	med := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	sum := func(d []time.Duration) (t time.Duration) {
+		for _, x := range d {
+			t += x
+		}
+		return t
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(sum(childCPU))/float64(b.N), "child-cpu-ms/op")
+	b.ReportMetric(ms(sum(helloCPU))/float64(b.N), "hello-cpu-ms/op")
+	b.ReportMetric(float64(sum(childCPU))/float64(max(sum(helloCPU), 1)), "x-hello")
+	b.ReportMetric(ms(med(childCPU)), "child-cpu-p50-ms")
+	b.ReportMetric(ms(med(helloCPU)), "hello-cpu-p50-ms")
+	b.ReportMetric(float64(maxRSS)/1024, "child-peak-rss-MB")
+}
