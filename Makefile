@@ -98,6 +98,15 @@ EVERYTHING_BIN := $(EVERYTHING_DIR)/node_modules/@modelcontextprotocol/server-ev
 everything:
 	npm ci --prefix $(EVERYTHING_DIR) --no-audit --no-fund
 
+# tsclient: install the pinned official TypeScript MCP client
+# (@modelcontextprotocol/sdk, package-lock.json) that server/tsclient_test.go
+# drives against connecta: cancellation by AbortSignal, progress, byte-exact
+# replies. Needs node >= 18 and npm.
+TSCLIENT_DIR := test/tsclient/testdata
+.PHONY: tsclient
+tsclient:
+	npm ci --prefix $(TSCLIENT_DIR) --no-audit --no-fund
+
 # test-everything-http: run server-everything on its streamable HTTP
 # transport on a free loopback port (loopback.mjs binds 127.0.0.1 and reports
 # the port the OS chose), test it as a remote connector, then stop it. Needs

@@ -9,6 +9,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/supervisor"
 )
 
@@ -72,9 +74,15 @@ type App struct {
 	Pool      *supervisor.Pool // nil without Options.Executor
 	Server    *server.Server
 
-	state    *state
+	state    *State
+	oauth    *oauth.Manager // nil without publicUrl
+	oauthDB  *sql.DB        // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
+	cfg      *config.Config // what runs (Reload replaces its reloadable sections)
 	ownsPool bool
 }
+
+// Store is the application's store (store.url).
+func (a *App) Store() store.Store { return a.state.store }
 
 // New builds the application. On error everything built so far is closed.
 func New(ctx context.Context, o Options) (*App, error) {
@@ -86,7 +94,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &App{Registry: o.Registry}
+	a := &App{Registry: o.Registry, cfg: cfg}
 	if a.Registry == nil {
 		a.Registry = prometheus.NewRegistry()
 		a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -98,7 +106,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 	}()
 	var err error
-	a.state, err = openState(ctx, cfg, log, a.Registry)
+	a.state, err = OpenState(ctx, cfg, log, a.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -109,18 +117,22 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("activity: %w", err)
 	}
-	store := o.OAuthStore
-	if store == nil {
-		store = oauth.NewMemoryStore()
+	flowStore := o.OAuthStore
+	if flowStore == nil {
+		flowStore, a.oauthDB, err = NewOAuthStore(cfg, a.state)
+		if err != nil {
+			return nil, err
+		}
 	}
-	flows, err := NewOAuth(cfg, a.Registry, func(id string) {
+	flows, err := NewOAuth(cfg, a.Registry, a.state, func(id string) {
 		if a.Gateway != nil {
 			a.Gateway.InvalidateCatalog(id)
 		}
-	}, log, store)
+	}, log, flowStore)
 	if err != nil {
 		return nil, err
 	}
+	a.oauth = flows
 	a.Gateway, err = gateway.New(ctx, gateway.Options{
 		Connectors:  append(ConnectorSpecs(cfg), o.Connectors...),
 		CatalogTTL:  cfg.Catalog.TTL,
@@ -154,19 +166,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			a.ownsPool = true
 		}
 		executorName = ExecutorName
-		code, err = contract.New(contract.Options{
-			Gateway:          a.Gateway,
-			Discovery:        a.Discovery,
-			Pool:             a.Pool,
-			MaxHostCalls:     cfg.Execute.MaxHostCalls,
-			HostCallTimeout:  cfg.Execute.HostCallTimeout,
-			MaxEmittedBytes:  int(cfg.Execute.MaxEmittedBytes),
-			MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
-			MaxCodeBytes:     contract.DefaultMaxCodeBytes,
-			Identity:         server.RequestIdentity,
-			Notifier:         programNotifier,
-			Logger:           log.With("component", "contract"),
-		})
+		code, err = a.codeTool(cfg, log)
 		if err != nil {
 			return nil, fmt.Errorf("execute_code: %w", err)
 		}
@@ -174,30 +174,24 @@ func New(ctx context.Context, o Options) (*App, error) {
 		codeAdmission = func() server.AdmissionSnapshot { return ExecutorAdmission(pool.Snapshot()) }
 	}
 
-	tokens := make([]server.Token, 0, len(cfg.Auth.Tokens))
-	for _, t := range cfg.Auth.Tokens {
-		tokens = append(tokens, server.Token{Name: t.Name, Value: t.Token.Reveal(), Operator: t.Operator})
-	}
 	a.Server, err = server.New(server.Options{
-		Name:      ServerName,
-		Version:   o.Version,
-		Gateway:   a.Gateway,
-		Discovery: a.Discovery,
-		Stash:     a.state.stash,
-		Activity:  a.Activity,
-		Code:      code,
+		MetricsElsewhere: cfg.MetricsListen != "",
+		Name:             ServerName,
+		Version:          o.Version,
+		Gateway:          a.Gateway,
+		Discovery:        a.Discovery,
+		Stash:            a.state.stash,
+		Activity:         a.Activity,
+		Code:             code,
 
-		ExecutorName:  executorName,
-		CodeAdmission: codeAdmission,
-		StoreState:    a.state.health,
-		Tokens:        tokens,
-		PublicURL:     cfg.PublicURL,
-		OAuth:         oauthFlows(flows),
-		Requests: server.RequestLimits{
-			MaxActive: cfg.Requests.MaxActive, MaxQueue: cfg.Requests.MaxQueue,
-			QueueTimeout: cfg.Requests.QueueTimeout, RetryAfter: cfg.Requests.RetryAfter,
-			MaxBodyBytes: cfg.Requests.MaxBodyBytes, BodyTimeout: cfg.Requests.BodyTimeout,
-		},
+		ExecutorName:         executorName,
+		CodeAdmission:        codeAdmission,
+		StoreState:           a.state.health,
+		Inflight:             a.state.inflight(),
+		Tokens:               serverTokens(cfg),
+		PublicURL:            cfg.PublicURL,
+		OAuth:                oauthFlows(flows),
+		Requests:             requestLimits(cfg),
 		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
 		HostCallTimeout:      cfg.Execute.HostCallTimeout,
 		ExecutionTimeout:     cfg.Executor.Timeout,
@@ -226,7 +220,28 @@ func (a *App) Close() {
 	if a.Activity != nil {
 		_ = a.Activity.Close()
 	}
-	a.state.close()
+	if a.oauthDB != nil {
+		_ = a.oauthDB.Close()
+	}
+	a.state.Close()
+}
+
+// codeTool builds execute_code over the same gateway and discovery the
+// top-level tools use (S6), with cfg's execute.* bounds.
+func (a *App) codeTool(cfg *config.Config, log *slog.Logger) (server.CodeTool, error) {
+	return contract.New(contract.Options{
+		Gateway:          a.Gateway,
+		Discovery:        a.Discovery,
+		Pool:             a.Pool,
+		MaxHostCalls:     cfg.Execute.MaxHostCalls,
+		HostCallTimeout:  cfg.Execute.HostCallTimeout,
+		MaxEmittedBytes:  int(cfg.Execute.MaxEmittedBytes),
+		MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
+		MaxCodeBytes:     contract.DefaultMaxCodeBytes,
+		Identity:         server.RequestIdentity,
+		Notifier:         programNotifier,
+		Logger:           log.With("component", "contract"),
+	})
 }
 
 // CloseExecutor closes the pool New built (not one given in Options), so
@@ -337,37 +352,6 @@ func ExecutorAdmission(s supervisor.Snapshot) server.AdmissionSnapshot {
 	}
 }
 
-// NewOAuth builds the downstream OAuth manager when a connector sets
-// `oauth`; nil otherwise. A changed grant calls onGrantChange (which
-// invalidates that connector's catalog); every grant change is an audit
-// record in the log.
-func NewOAuth(cfg *config.Config, reg prometheus.Registerer, onGrantChange func(id string), log *slog.Logger, store oauth.Store) (*oauth.Manager, error) {
-	var conns []oauth.Connector
-	for _, c := range cfg.Connectors {
-		if c.OAuth == nil {
-			continue
-		}
-		conns = append(conns, oauth.Connector{
-			ID: c.ID, Title: c.Title, URL: c.URL,
-			ClientID: c.OAuth.ClientID, ClientSecret: c.OAuth.ClientSecret.Reveal(), Scopes: c.OAuth.Scopes,
-		})
-	}
-	if len(conns) == 0 {
-		return nil, nil
-	}
-	m, err := oauth.New(oauth.Options{
-		PublicURL:     cfg.PublicURL,
-		Store:         store,
-		Logger:        log.With("component", "oauth"),
-		Metrics:       reg,
-		OnGrantChange: onGrantChange,
-	}, conns)
-	if err != nil {
-		return nil, fmt.Errorf("oauth: %w", err)
-	}
-	return m, nil
-}
-
 // programNotifier adapts the server's per-request stream to the contract's
 // Notifier; no stream is a nil interface, never a typed nil.
 func programNotifier(ctx context.Context) contract.Notifier {
@@ -375,19 +359,4 @@ func programNotifier(ctx context.Context) contract.Notifier {
 		return n
 	}
 	return nil
-}
-
-// The interfaces take nil, not a typed nil pointer.
-func oauthTransport(m *oauth.Manager) gateway.OAuthTransport {
-	if m == nil {
-		return nil
-	}
-	return m
-}
-
-func oauthFlows(m *oauth.Manager) server.OAuthFlows {
-	if m == nil {
-		return nil
-	}
-	return m
 }

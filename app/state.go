@@ -14,19 +14,22 @@ import (
 	"github.com/connecta-dev/connecta/vault"
 )
 
-// state is what outlives a request: the store, the vault over it, the
+// State is what outlives a request: the store, the vault over it, the
 // get_result stash in it, and the maintenance job that sweeps it.
-type state struct {
+type State struct {
 	store store.Store
 	vault *vault.Vault
 	stash *stash.Stash
-	stop  context.CancelFunc
-	done  chan struct{}
+	// shared is the cross-replica in-flight registry (PostgreSQL); nil
+	// leaves cancellation to this process.
+	shared *store.Inflight
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
-// openState opens store.url (retrying an unreachable PostgreSQL, migrating)
+// OpenState opens store.url (retrying an unreachable PostgreSQL, migrating)
 // and starts the one maintenance job; close stops it and closes the store.
-func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*state, error) {
+func OpenState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*State, error) {
 	if !cfg.Store.Given {
 		log.Warn("no store configured: using memory:, so get_result handles, activity and vault values are lost on restart and not shared between replicas; set store.url to sqlite:PATH or postgres://…")
 	}
@@ -39,11 +42,14 @@ func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 		_ = st.Close()
 		return nil, err
 	}
-	s := &state{
+	s := &State{
 		store: st,
 		vault: v,
 		stash: stash.New(st, stash.Options{MaxBytes: cfg.Results.StashMaxBytes, TTL: cfg.Results.StashTTL}),
 		done:  make(chan struct{}),
+	}
+	if sh, err := store.NewInflight(st, log.With("component", "inflight")); err == nil {
+		s.shared = sh
 	}
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
@@ -57,7 +63,7 @@ func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 }
 
 // NewVault is the vault over st with the configured keys (vault.keys,
-// vault.active); the serve and vault commands share it.
+// vault.active); serve and the vault commands share it.
 func NewVault(cfg *config.Config, st store.Store, log *slog.Logger) (*vault.Vault, error) {
 	keys := make([]vault.Key, 0, len(cfg.Vault.Keys))
 	for _, k := range cfg.Vault.Keys {
@@ -71,16 +77,42 @@ func NewVault(cfg *config.Config, st store.Store, log *slog.Logger) (*vault.Vaul
 }
 
 // health is the store's /health entry, from state the store already has.
-func (s *state) health() server.StoreState {
+func (s *State) health() server.StoreState {
 	h := s.store.Health()
 	return server.StoreState{State: h.State, LastErrorCode: h.LastErrorCode}
 }
 
-func (s *state) close() {
+// Close stops the maintenance job and closes the store. Nil-safe.
+func (s *State) Close() {
 	if s == nil {
 		return
 	}
 	s.stop()
 	<-s.done
+	if s.shared != nil {
+		_ = s.shared.Close()
+	}
 	_ = s.store.Close()
 }
+
+// inflight is the server's cancellation registry: across replicas on
+// PostgreSQL, nil (the server's own, one process) otherwise.
+func (s *State) inflight() server.Inflight {
+	if s.shared == nil {
+		return nil
+	}
+	return sharedInflight{s.shared}
+}
+
+type sharedInflight struct{ f *store.Inflight }
+
+func (i sharedInflight) Register(actor, requestID string, cancel context.CancelFunc) func() {
+	return i.f.Register(actor, requestID, cancel)
+}
+
+func (i sharedInflight) Cancel(actor, requestID string) server.CancelResult {
+	return server.CancelResult(i.f.Cancel(actor, requestID))
+}
+
+// Store is the opened store.
+func (s *State) Store() store.Store { return s.store }

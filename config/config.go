@@ -23,7 +23,10 @@ type Config struct {
 
 	Listen     string // host:port of the HTTP listener
 	ListenLine int    // line of `listen` in File; 0 when defaulted
-	PublicURL  string // "" when unset
+	// MetricsListen, when set, is the one address /metrics is served on
+	// (and then not on Listen): scrape a private interface only.
+	MetricsListen string
+	PublicURL     string // "" when unset
 
 	Auth       Auth
 	Requests   Requests

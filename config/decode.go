@@ -418,7 +418,7 @@ const (
 	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors"}
+var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -432,6 +432,18 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 				d.fail(e.val, "listen", "%s", msg)
 			} else {
 				c.Listen, c.ListenLine, listenNode = s, e.val.Line, e.val
+			}
+		}
+	}
+	if e, ok := fs["metricsListen"]; ok {
+		if s, ok := d.str(e.val, "metricsListen"); ok && s != "" {
+			switch msg := checkListenSyntax(s); {
+			case msg != "":
+				d.fail(e.val, "metricsListen", "%s", msg)
+			case s == c.Listen:
+				d.fail(e.val, "metricsListen", "%q is also listen: give /metrics its own address, or leave metricsListen empty to serve it on listen", clip(s))
+			default:
+				c.MetricsListen = s
 			}
 		}
 	}

@@ -17,7 +17,6 @@ type Store struct {
 	// Given reports whether the file had a `store` section; without one the
 	// store is memory: and serve warns that state is not durable.
 	Given bool
-	Line  int
 }
 
 // Vault holds the keys that seal stored secrets. No keys: the vault is not
@@ -25,7 +24,6 @@ type Store struct {
 type Vault struct {
 	Keys   []VaultKey
 	Active string
-	Line   int
 }
 
 // VaultKey is one AES-256 key: Key is its 32 raw bytes.
@@ -51,7 +49,7 @@ func (d *decoder) store(n *yaml.Node, c *Config) {
 	if !ok {
 		return
 	}
-	c.Store.Given, c.Store.Line = true, n.Line
+	c.Store.Given = true
 	e, ok := fs["url"]
 	if !ok {
 		d.fail(n, "store.url", "is required (memory:, sqlite:PATH or postgres://…)")
@@ -98,7 +96,6 @@ func (d *decoder) vault(n *yaml.Node, c *Config) {
 	if !ok {
 		return
 	}
-	c.Vault.Line = n.Line
 	ke, ok := fs["keys"]
 	if !ok || ke.val.Kind != yaml.SequenceNode || len(ke.val.Content) == 0 {
 		d.fail(n, "vault.keys", "is required: a non-empty list of {id, key} (32 bytes, base64)")

@@ -324,6 +324,15 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, c *check) { c.untyped(t, "stalled") }},
 	{name: "L5_X2_CPUBudget", code: `async () => { for (;;) {} }`,
 		check: func(t *testing.T, c *check) { c.untyped(t, "guest CPU budget") }},
+	// A builtin that never polls the engine is ended by the parent's CPU
+	// watch: the same text as the engine's, never the wall deadline.
+	{name: "L5_X2_CPUBudgetBindsOnBuiltinThatNeverPolls", code: `async () => { console.log("before"); return Array.prototype.indexOf.call({length: 2**53-1}, 1) }`,
+		check: func(t *testing.T, c *check) {
+			c.untyped(t)
+			if want := "Error: Execution exceeded the 250ms guest CPU budget.\n\nLogs:\nbefore"; c.text != want {
+				t.Fatalf("%q, want %q", c.text, want)
+			}
+		}},
 	{name: "L5_X2_HeapBound", code: `async () => { const a = []; for (;;) a.push(new ArrayBuffer(1 << 24)) }`,
 		check: func(t *testing.T, c *check) {
 			if !c.res.IsError || !strings.Contains(strings.ToLower(c.text), "memory") {

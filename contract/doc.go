@@ -74,8 +74,9 @@
 //	            L4_L8_TightBudgetIsConfiguration, L4_E2_HostCallDeadlineTimeout,
 //	            L7_CodeOver128KiBRefusedBeforeAdmission; TestL4_CodeOver128KiBIsInvalidArgs,
 //	            TestL8_X5_DescriptionStatesBudgetsAndMissingAuthority
-//	L5, L7, X2  case L5_X2_CPUBudget, L5_X2_HeapBound; TestE5_L7_AdmissionOverloadedTypedBeforeAnyCatalog
-//	            (admission FIFO and queue: supervisor/)
+//	L5, L7, X2  case L5_X2_CPUBudget, L5_X2_CPUBudgetBindsOnBuiltinThatNeverPolls, L5_X2_HeapBound;
+//	            TestE5_L7_AdmissionOverloadedTypedBeforeAnyCatalog (admission FIFO and queue, and
+//	            TestL5_BudgetBindsOnEveryBuiltin, the hostile builtin sweep: supervisor/)
 //	L6, X10     case L6_X10_OverBoundResultNamesAddress, L6_OverBoundArgumentNamesNoAddress,
 //	            L6_UncaughtOverBoundIsUntyped (Workers RPC limits: N/A: Workers-only)
 //	V1–V4       case V1_V2_V4_OneEventPerAttemptedCall, V1_L4_BudgetRefusalRecordsNoEvent,

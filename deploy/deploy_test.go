@@ -21,7 +21,8 @@ import (
 
 func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
 	creds := t.TempDir()
-	for name, v := range map[string]string{"connecta-token": "example-token-0123456789abcdef\n", "tracker-token": "tracker-0123\n"} {
+	for name, v := range map[string]string{"connecta-token": "example-token-0123456789abcdef\n", "tracker-token": "tracker-0123\n",
+		"connecta-vault-key": "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"} {
 		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +41,7 @@ func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
 			t.Errorf("%s: missing %+v", c.ID, c.Missing)
 		}
 	}
-	if strings.Join(ids, ",") != "demo,tracker,everything" {
+	if strings.Join(ids, ",") != "demo,everything" {
 		t.Errorf("connectors: %v", ids)
 	}
 	if w := cfg.Warnings(); len(w) != 0 {
@@ -53,10 +54,64 @@ func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
 			t.Errorf("the unit does not LoadCredential=%s", ref[1])
 		}
 	}
+	// Every credential the unit loads is one the README's steps create, and
+	// one the example names: a LoadCredential= whose file is missing fails
+	// the service's start.
+	steps := readmeSteps(t)
+	for _, lc := range unitDirectives(t)["LoadCredential"] {
+		name, path, _ := strings.Cut(lc, ":")
+		if !strings.Contains(steps, "> "+path+"\n") {
+			t.Errorf("the unit loads %s from %s, which deploy/README.md's steps never create", name, path)
+		}
+		if !strings.Contains(readFile(t, "connecta.example.yaml"), "${credential:"+name+"}") {
+			t.Errorf("the unit loads %s, which the example config never names", name)
+		}
+	}
 	// Without the credentials the server token refuses to boot.
 	if _, err := config.Load("connecta.example.yaml", config.Resolver{}); err == nil ||
 		!strings.Contains(err.Error(), "auth.tokens[0].token: cannot resolve ${credential:connecta-token}") {
 		t.Errorf("without credentials: %v", err)
+	}
+}
+
+// readmeSteps is the sh block of deploy/README.md (what steps.sh runs).
+func readmeSteps(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(readFile(t, "README.md"))
+	if m == nil {
+		t.Fatal("deploy/README.md has no sh block")
+	}
+	return m[1]
+}
+
+// TestREADME_StepsCheckAndDoctorTheExample: the steps install the example
+// as the configuration, check and doctor it with the credentials directory
+// they fill, and install the unit that runs the binary they install.
+func TestREADME_StepsCheckAndDoctorTheExample(t *testing.T) {
+	steps := readmeSteps(t)
+	for _, want := range []string{
+		"install -m 0755 bin/connecta /usr/local/bin/connecta\n",
+		"install -m 0644 deploy/connecta.example.yaml /etc/connecta/connecta.yaml\n",
+		"connecta check --config /etc/connecta/connecta.yaml --credentials-dir /etc/connecta/credentials\n",
+		"connecta doctor --config /etc/connecta/connecta.yaml --credentials-dir /etc/connecta/credentials\n",
+		"install -m 0644 deploy/connecta.service /etc/systemd/system/connecta.service\n",
+		"systemd-analyze verify /etc/systemd/system/connecta.service\n",
+	} {
+		if !strings.Contains(steps, want) {
+			t.Errorf("deploy/README.md's steps lack %q", strings.TrimSpace(want))
+		}
+	}
+	// The stdio connector runs what the steps install, at the version
+	// test/everything pins.
+	pin := regexp.MustCompile(`"@modelcontextprotocol/server-everything": "([^"]+)"`).FindStringSubmatch(readFile(t, "../test/everything/testdata/package.json"))
+	if pin == nil || !strings.Contains(steps, "@modelcontextprotocol/server-everything@"+pin[1]+"\n") {
+		t.Errorf("the steps do not install the pinned server-everything (%v)", pin)
+	}
+	if !strings.Contains(readFile(t, "connecta.example.yaml"), "command: [/usr/local/bin/mcp-server-everything]") {
+		t.Error("the example's everything connector does not run the installed server")
+	}
+	if !strings.Contains(readFile(t, "../.ci/run"), "deploy/steps.sh") {
+		t.Error(".ci/run does not run deploy/steps.sh")
 	}
 }
 
@@ -99,6 +154,9 @@ func TestUnit_Hardening(t *testing.T) {
 		if got := d[k]; len(got) != 1 || got[0] != v {
 			t.Errorf("%s=%v, want %q", k, got, v)
 		}
+	}
+	if got := d["ExecReload"]; len(got) != 1 || got[0] != "/bin/kill -HUP $MAINPID" {
+		t.Errorf("ExecReload %v, want /bin/kill -HUP $MAINPID (SIGHUP reloads)", got)
 	}
 	if len(d["WatchdogSec"]) != 1 || len(d["LoadCredential"]) == 0 {
 		t.Errorf("WatchdogSec %v LoadCredential %v", d["WatchdogSec"], d["LoadCredential"])
@@ -270,7 +328,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections"} {
+	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections", "ConnectaOAuthRefreshFailing"} {
 		if !alerts[a] {
 			t.Errorf("missing alert %s", a)
 		}
@@ -287,7 +345,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 func exportedMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	re := regexp.MustCompile(`Name:\s*"(connecta_[a-z_]+)"`)
-	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../contract"} {
+	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../gateway/activity", "../contract", "../store", "../oauth"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -281,7 +281,7 @@ func TestCallerContextValuesNeverReachDownstream(t *testing.T) {
 	if _, err := env.g.Tools(context.Background(), "d"); err != nil {
 		t.Fatal(err)
 	}
-	conn := env.g.connectors["d"]
+	conn := env.g.lookup("d")
 	conn.mu.Lock()
 	ls := conn.sess
 	conn.mu.Unlock()

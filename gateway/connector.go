@@ -63,6 +63,8 @@ type connector struct {
 	// outcome (golang.org/x/sync/singleflight).
 	refresh singleflight.Group
 	health  healthState
+
+	gens int // live generations containing this connector; guarded by Gateway.regMu
 }
 
 type healthState struct {

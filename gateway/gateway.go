@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -111,11 +110,15 @@ type Gateway struct {
 	timeout    time.Duration
 	maxBody    int64
 	maxCatalog int
-	connectors map[string]*connector
-	order      []string
-	metrics    *metrics
-	forker     *stdioshim.Forker // starts stdio shims from one long-lived thread
-	progress   progressRoutes    // downstream progress back to the call that asked
+	// reg is the current generation of connectors (reload.go); live is
+	// every connector not yet closed, of any generation.
+	regMu    sync.RWMutex
+	reg      *registry
+	live     map[*connector]struct{}
+	reloadMu sync.Mutex // one reload at a time
+	metrics  *metrics
+	forker   *stdioshim.Forker // starts stdio shims from one long-lived thread
+	progress progressRoutes    // downstream progress back to the call that asked
 
 	life   context.Context
 	stop   context.CancelFunc
@@ -141,12 +144,12 @@ type ConnectorHealth struct {
 // returned Gateway owns every goroutine it starts until Close.
 func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g := &Gateway{
-		opts:       opts,
-		logger:     opts.Logger,
-		now:        opts.Now,
-		ttl:        opts.CatalogTTL,
-		timeout:    opts.CallTimeout,
-		connectors: map[string]*connector{},
+		opts:    opts,
+		logger:  opts.Logger,
+		now:     opts.Now,
+		ttl:     opts.CatalogTTL,
+		timeout: opts.CallTimeout,
+		live:    map[*connector]struct{}{},
 	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)
@@ -174,24 +177,17 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.metrics = m
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
-	for i := range opts.Connectors {
-		spec := opts.Connectors[i]
-		if spec.ID == "" || strings.Contains(spec.ID, ".") {
-			g.stop()
-			return nil, fmt.Errorf("gateway: connector %d: invalid id %q", i, spec.ID)
-		}
-		if _, dup := g.connectors[spec.ID]; dup {
-			g.stop()
-			return nil, fmt.Errorf("gateway: duplicate connector id %q", spec.ID)
-		}
-		c, err := newConnector(g, spec)
-		if err != nil {
-			g.stop()
-			return nil, fmt.Errorf("gateway: connector %q: %w", spec.ID, err)
-		}
-		g.connectors[spec.ID] = c
-		g.order = append(g.order, spec.ID)
+	reg, err := g.buildRegistry(opts.Connectors, nil)
+	if err != nil {
+		g.stop()
+		return nil, err
 	}
+	for _, c := range reg.byID {
+		c.gens = 1
+		g.live[c] = struct{}{}
+	}
+	g.reg = reg
+	g.metrics.zero(reg.order)
 	if opts.Metrics != nil {
 		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
 			g.stop()
@@ -209,9 +205,11 @@ func (g *Gateway) Close() error {
 		// Sessions close concurrently: each may spend up to
 		// sessionDeleteTimeout on a downstream that is slow to let go.
 		var closing sync.WaitGroup
-		for _, id := range g.order {
-			closing.Go(g.connectors[id].close)
+		g.regMu.Lock()
+		for c := range g.live {
+			closing.Go(c.close)
 		}
+		g.regMu.Unlock()
 		closing.Wait()
 		g.wg.Wait()
 		g.forker.Close() // every stdio process is reaped by now
@@ -221,9 +219,10 @@ func (g *Gateway) Close() error {
 
 // Connectors lists the configured connectors in configuration order.
 func (g *Gateway) Connectors() []ConnectorInfo {
-	out := make([]ConnectorInfo, 0, len(g.order))
-	for _, id := range g.order {
-		s := g.connectors[id].spec
+	reg := g.current()
+	out := make([]ConnectorInfo, 0, len(reg.order))
+	for _, id := range reg.order {
+		s := reg.byID[id].spec
 		out = append(out, ConnectorInfo{ID: s.ID, Title: s.Title, Description: s.Description, Guide: s.Guide, Demo: s.Demo})
 	}
 	return out
@@ -233,7 +232,9 @@ func (g *Gateway) Connectors() []ConnectorInfo {
 // The error is a *Error: unknown connector, auth_required or
 // catalog_lookup_failed.
 func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error) {
-	c := g.connectors[connectorID]
+	reg := g.hold() // a reload must not close the connector under this load
+	defer g.release(reg)
+	c := reg.lookup(connectorID)
 	if c == nil {
 		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 	}
@@ -251,7 +252,7 @@ func (g *Gateway) ReadOnly(t *Tool) bool {
 	if t == nil {
 		return false
 	}
-	if c := g.connectors[t.ConnectorID]; c != nil {
+	if c := g.lookup(t.ConnectorID); c != nil {
 		if c.approval[t.Name] {
 			return false
 		}
@@ -278,9 +279,10 @@ func (g *Gateway) ObservedOutputSchema(t *Tool) json.RawMessage {
 
 // Health returns one snapshot per connector in configuration order.
 func (g *Gateway) Health() []ConnectorHealth {
-	out := make([]ConnectorHealth, 0, len(g.order))
-	for _, id := range g.order {
-		out = append(out, g.connectors[id].healthSnapshot())
+	reg := g.current()
+	out := make([]ConnectorHealth, 0, len(reg.order))
+	for _, id := range reg.order {
+		out = append(out, reg.byID[id].healthSnapshot())
 	}
 	return out
 }
@@ -288,7 +290,7 @@ func (g *Gateway) Health() []ConnectorHealth {
 // InvalidateCatalog drops a connector's cached catalog (after its OAuth
 // grant changed); unknown ids are ignored.
 func (g *Gateway) InvalidateCatalog(connectorID string) {
-	if c := g.connectors[connectorID]; c != nil {
+	if c := g.lookup(connectorID); c != nil {
 		c.invalidateCatalog()
 	}
 }
@@ -298,7 +300,7 @@ func (g *Gateway) InvalidateCatalog(connectorID string) {
 // the operator must set (operator_config), or that there is nothing to set
 // (unavailable).
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
-	c := g.connectors[connectorID]
+	c := g.lookup(connectorID)
 	if c == nil {
 		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 	}
@@ -334,7 +336,7 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 }
 
 // lookup returns a configured connector, nil when unknown.
-func (g *Gateway) lookup(id string) *connector { return g.connectors[id] }
+func (g *Gateway) lookup(id string) *connector { return g.current().lookup(id) }
 
 // errGatewayClosed is returned for work arriving after Close.
 var errGatewayClosed = errors.New("gateway closed")

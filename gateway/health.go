@@ -63,9 +63,10 @@ func (c *connector) state() ConnectorState {
 
 // ConnectorStates returns every configured connector's state by id.
 func (g *Gateway) ConnectorStates() map[string]ConnectorState {
-	out := make(map[string]ConnectorState, len(g.order))
-	for _, id := range g.order {
-		out[id] = g.connectors[id].state()
+	reg := g.current()
+	out := make(map[string]ConnectorState, len(reg.order))
+	for _, id := range reg.order {
+		out[id] = reg.byID[id].state()
 	}
 	return out
 }

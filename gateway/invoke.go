@@ -27,12 +27,15 @@ type Scope struct {
 	mu       sync.Mutex
 	catalogs map[string]*catalogEntry
 	sess     scopedSessions // P4: per-scope downstream sessions (scoped.go)
+
+	reg     *registry // the connector generation this scope runs on (reload.go)
+	release sync.Once
 }
 
 // NewScope opens a request scope.
 func (g *Gateway) NewScope() *Scope {
 	ctx, cancel := context.WithCancel(g.life)
-	return &Scope{g: g, ctx: ctx, cancel: cancel, catalogs: map[string]*catalogEntry{}}
+	return &Scope{g: g, ctx: ctx, cancel: cancel, catalogs: map[string]*catalogEntry{}, reg: g.hold()}
 }
 
 // Close aborts the scope's in-flight calls (they end `cancelled`), then
@@ -40,6 +43,7 @@ func (g *Gateway) NewScope() *Scope {
 func (s *Scope) Close() {
 	s.cancel()
 	s.closeSessions()
+	s.release.Do(func() { s.g.release(s.reg) })
 }
 
 func (s *Scope) catalog(ctx context.Context, c *connector, operation string) (*catalogEntry, *Error) {
@@ -158,7 +162,14 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	if !split {
 		return finish(UnknownAddress(req.Front, req.Address))
 	}
-	c := g.connectors[connID]
+	reg := g.hold()
+	if scope != nil {
+		g.release(reg)
+		reg = scope.reg
+	} else {
+		defer g.release(reg)
+	}
+	c := reg.lookup(connID)
 	if c == nil {
 		return finish(UnknownAddress(req.Front, req.Address))
 	}

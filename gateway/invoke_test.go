@@ -380,7 +380,7 @@ func TestE2_CatalogFailureKeepsValidCache(t *testing.T) {
 	if _, err := env.g.Tools(context.Background(), "h"); err != nil {
 		t.Fatal(err)
 	}
-	c := env.g.connectors["h"]
+	c := env.g.lookup("h")
 	c.invalidateCatalog()
 	m.set("list:status=500")
 	_, err := env.g.Tools(context.Background(), "h")
@@ -513,7 +513,7 @@ func TestDeadline_AdmissionAndScope(t *testing.T) {
 		first <- gerr
 	}()
 	// Wait until the hanging call holds the only permit.
-	c := env.g.connectors["t"]
+	c := env.g.lookup("t")
 	for len(c.admit) == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -707,7 +707,7 @@ func TestP4_ScopeLoadsEachCatalogOnce(t *testing.T) {
 	}
 	call(scope)
 	pages := m.listPOST.Load()
-	env.g.connectors["h"].invalidateCatalog()
+	env.g.lookup("h").invalidateCatalog()
 	call(scope)
 	if m.listPOST.Load() != pages {
 		t.Fatal("the scope loaded the catalog twice")

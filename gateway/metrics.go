@@ -68,6 +68,25 @@ func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator
 	return m, nil
 }
 
+// zero makes every series an alert rule reads exist at 0 from start, for
+// each configured connector: call outcomes (success and the codes a
+// dispatched call can end with) and refresh outcomes.
+func (m *metrics) zero(connectors []string) {
+	if m == nil {
+		return
+	}
+	outcomes := []Code{CodeAuthRequired, CodeRateLimited, CodeUnavailable, CodeTimeout, CodeCancelled,
+		CodeConnectorCallFailed, CodeNotFound, CodeInputRequiredUnsupported, CodeInvalidArgs}
+	for _, id := range connectors {
+		m.calls.WithLabelValues(id, "success")
+		for _, o := range outcomes {
+			m.calls.WithLabelValues(id, string(o))
+		}
+		m.refreshes.WithLabelValues(id, "success")
+		m.refreshes.WithLabelValues(id, "failure")
+	}
+}
+
 func (m *metrics) call(connector, outcome string, d time.Duration) {
 	if m == nil {
 		return

@@ -42,8 +42,12 @@ func (c *connector) startStdio(ctx context.Context) (*stdioshim.Process, error) 
 	}
 	c.mu.Lock()
 	c.starts++
+	starts := c.starts
 	c.proc = proc
 	c.mu.Unlock()
+	if starts > 1 {
+		c.logger.Info("stdio server restarted", "restarts", starts-1)
+	}
 	return proc, nil
 }
 

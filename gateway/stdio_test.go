@@ -35,7 +35,7 @@ func TestStdio_ExplicitEnvRestartAndStderr(t *testing.T) {
 	if _, gerr := env.call(t, "s.read_items", "", false); gerr != nil {
 		t.Fatalf("after restart: %s", errJSON(t, gerr))
 	}
-	c := env.g.connectors["s"]
+	c := env.g.lookup("s")
 	if tail := c.stderr.String(); !strings.Contains(tail, "crashing on purpose") || !strings.Contains(tail, "stdio test server up") {
 		t.Fatalf("stderr tail = %q", tail)
 	}

@@ -74,7 +74,7 @@ type Caller struct {
 // (forcing over it is for operators only), pending with the same URL while
 // a started flow is unexpired, otherwise a new flow's authorization URL.
 func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Caller) (*Status, *Error) {
-	c := m.connectors[id]
+	c := m.connector(id)
 	if c == nil {
 		return nil, authRequired("connector %q does not use OAuth", id)
 	}
@@ -180,8 +180,9 @@ func (m *Manager) Callback(w http.ResponseWriter, r *http.Request) {
 // ClientMetadata serves {publicUrl}/oauth/client-metadata.json, the client
 // ID metadata document: its URL is the client_id.
 func (m *Manager) ClientMetadata(w http.ResponseWriter, _ *http.Request) {
-	redirects := make([]string, 0, len(m.connectors))
-	for id := range m.connectors {
+	conns := *m.connectors.Load()
+	redirects := make([]string, 0, len(conns))
+	for id := range conns {
 		redirects = append(redirects, m.RedirectURL(id))
 	}
 	slices.Sort(redirects)
@@ -208,7 +209,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	if r.Method != http.MethodGet {
 		return fail(http.StatusMethodNotAllowed, "This page only answers the authorization server's redirect.")
 	}
-	c := m.connectors[id]
+	c := m.connector(id)
 	q := r.URL.Query()
 	state := q.Get("state")
 	if c == nil || state == "" {

@@ -250,7 +250,7 @@ func closeBody(req *http.Request) {
 // server to revoke it (RFC 7009) when it advertised a revocation endpoint.
 // It returns what was done; an unreachable server leaves the grant in place.
 func (m *Manager) Revoke(ctx context.Context, id, actor string) (string, *Error) {
-	if m.connectors[id] == nil {
+	if m.connector(id) == nil {
 		return "", authRequired("connector %q does not use OAuth", id)
 	}
 	g, err := m.stored(ctx, id)

@@ -12,7 +12,7 @@ type metrics struct {
 	refreshes *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, connectors []string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
@@ -23,12 +23,17 @@ func newMetrics(reg prometheus.Registerer, connectors []string) (*metrics, error
 	if err := reg.Register(m.refreshes); err != nil {
 		return nil, err
 	}
-	for _, id := range connectors {
-		for _, o := range refreshOutcomes {
-			m.refreshes.WithLabelValues(id, o)
-		}
-	}
 	return m, nil
+}
+
+// zero makes a connector's series exist at 0.
+func (m *metrics) zero(connector string) {
+	if m == nil {
+		return
+	}
+	for _, o := range refreshOutcomes {
+		m.refreshes.WithLabelValues(connector, o)
+	}
 }
 
 func (m *metrics) refreshed(connector, outcome string) {

@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,7 +97,7 @@ type AuditRecord struct {
 // for concurrent use; it keeps no goroutines.
 type Manager struct {
 	opts       Options
-	connectors map[string]*Connector
+	connectors atomic.Pointer[map[string]*Connector] // replaced whole by SetConnectors
 	http       *http.Client
 	log        *slog.Logger
 	now        func() time.Time
@@ -122,12 +123,11 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		opts.RefreshBefore = DefaultRefreshBefore
 	}
 	m := &Manager{
-		opts:       opts,
-		connectors: map[string]*Connector{},
-		http:       opts.HTTPClient,
-		log:        opts.Logger,
-		now:        opts.Now,
-		cache:      map[string]*grant{},
+		opts:  opts,
+		http:  opts.HTTPClient,
+		log:   opts.Logger,
+		now:   opts.Now,
+		cache: map[string]*grant{},
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
@@ -138,27 +138,39 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
-	ids := make([]string, 0, len(connectors))
-	for i := range connectors {
-		c := connectors[i]
-		if c.ID == "" || c.URL == "" {
-			return nil, fmt.Errorf("oauth: connector %d needs an id and a url", i)
-		}
-		if c.Title == "" {
-			c.Title = c.ID
-		}
-		m.connectors[c.ID] = &c
-		ids = append(ids, c.ID)
-	}
 	var err error
-	if m.metrics, err = newMetrics(opts.Metrics, ids); err != nil {
+	if m.metrics, err = newMetrics(opts.Metrics); err != nil {
+		return nil, err
+	}
+	if err := m.SetConnectors(connectors); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
+// SetConnectors replaces the set of OAuth connectors (a configuration
+// reload); grants and flows of a connector that stays are untouched.
+func (m *Manager) SetConnectors(connectors []Connector) error {
+	next := make(map[string]*Connector, len(connectors))
+	for i := range connectors {
+		c := connectors[i]
+		if c.ID == "" || c.URL == "" {
+			return fmt.Errorf("oauth: connector %d needs an id and a url", i)
+		}
+		if c.Title == "" {
+			c.Title = c.ID
+		}
+		next[c.ID] = &c
+		m.metrics.zero(c.ID)
+	}
+	m.connectors.Store(&next)
+	return nil
+}
+
+func (m *Manager) connector(id string) *Connector { return (*m.connectors.Load())[id] }
+
 // Has reports whether id is an OAuth connector.
-func (m *Manager) Has(id string) bool { return m.connectors[id] != nil }
+func (m *Manager) Has(id string) bool { return m.connector(id) != nil }
 
 // RedirectURL is the connector's callback.
 func (m *Manager) RedirectURL(id string) string {

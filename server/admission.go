@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	admissionq "github.com/connecta-dev/connecta/internal/admission"
@@ -22,8 +24,9 @@ var (
 // flood cannot queue more work than an authenticated one.
 type admission struct {
 	q          *admissionq.Queue
-	retryAfter time.Duration
+	retryAfter atomic.Int64 // time.Duration; a reload may change it
 	metrics    *admissionMetrics
+	log        *slog.Logger // nil: no log lines
 }
 
 // AdmissionTotals count admission decisions since start.
@@ -65,9 +68,9 @@ type admissionMetrics struct {
 
 func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration, reg prometheus.Registerer) (*admission, error) {
 	a := &admission{
-		q:          admissionq.New(admissionq.Options{Active: maxActive, MaxQueue: maxQueue, QueueTimeout: queueTimeout}),
-		retryAfter: retryAfter,
+		q: admissionq.New(admissionq.Options{Active: maxActive, MaxQueue: maxQueue, QueueTimeout: queueTimeout}),
 	}
+	a.retryAfter.Store(int64(retryAfter))
 	if reg == nil {
 		return a, nil
 	}
@@ -88,6 +91,11 @@ func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duratio
 		admitted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "connecta_requests_admitted_total", Help: "MCP requests admitted.",
 		}),
+	}
+	// Every reason exists at zero from start, so an alert on it can fire
+	// on a fresh server.
+	for _, r := range []string{"queue_full", "queue_timeout", "shutting_down"} {
+		m.rejected.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.active, m.queued, m.rejected, m.queueWait, m.admitted} {
 		if err := reg.Register(c); err != nil {
@@ -132,11 +140,21 @@ func (a *admission) reject(reason string) {
 	if a.metrics != nil {
 		a.metrics.rejected.WithLabelValues(reason).Inc()
 	}
+	if a.log != nil && reason != "shutting_down" {
+		s := a.q.Snapshot()
+		a.log.Warn("request rejected: server overloaded", "reason", reason, "maxActive", s.MaxActive, "maxQueue", s.MaxQueue)
+	}
 }
 
 // close stops admitting: queued requests are refused with errShuttingDown and
 // later ones too. Active permits run to completion.
 func (a *admission) close() { a.q.Close() }
+
+// resize applies reloaded limits (see admissionq.Queue.Resize).
+func (a *admission) resize(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration) {
+	a.q.Resize(maxActive, maxQueue, queueTimeout)
+	a.retryAfter.Store(int64(retryAfter))
+}
 
 // activeCount reports permits in use (for draining).
 func (a *admission) activeCount() int { return a.q.Active() }
@@ -148,7 +166,7 @@ func (a *admission) snapshot() AdmissionSnapshot {
 		Concurrency:    s.MaxActive,
 		MaxQueueSize:   s.MaxQueue,
 		QueueTimeoutMs: s.QueueTimeout.Milliseconds(),
-		RetryAfterMs:   a.retryAfter.Milliseconds(),
+		RetryAfterMs:   time.Duration(a.retryAfter.Load()).Milliseconds(),
 		Active:         s.Active,
 		Queued:         s.Queued,
 		Closed:         s.Closed,

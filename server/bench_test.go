@@ -133,3 +133,40 @@ func BenchmarkExecuteCode_Parent(b *testing.B) {
 		post()
 	}
 }
+
+// BenchmarkStream_HundredLines runs a program that logs 100 lines, plain
+// and with a progress token (every line a notification on the response),
+// interleaved, and reports the p50 of each and the streaming overhead.
+func BenchmarkStream_HundredLines(b *testing.B) {
+	sharedPool(b)
+	h := newHarness(b, harnessOptions{code: withStreamingCode})
+	code := `async () => { for (let i = 0; i < 100; i++) console.log("line " + i); return 100 }`
+	run := func(meta map[string]any) {
+		resp := h.post(b, context.Background(), rpcCall(1, "execute_code", map[string]any{"code": code}, meta), "")
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(out, []byte(`\"result\":100`)) {
+			b.Fatalf("%s", out)
+		}
+	}
+	run(nil)
+	plain := make([]time.Duration, 0, b.N)
+	streamed := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		run(nil)
+		t1 := time.Now()
+		run(map[string]any{"progressToken": 1})
+		plain, streamed = append(plain, t1.Sub(t0)), append(streamed, time.Since(t1))
+	}
+	b.StopTimer()
+	p50 := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(p50(plain), "plain-p50-ms")
+	b.ReportMetric(p50(streamed), "streamed-p50-ms")
+	b.ReportMetric(100*(p50(streamed)/p50(plain)-1), "overhead-%")
+}

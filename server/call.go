@@ -84,11 +84,12 @@ func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Du
 // handleCall is call_tool / call_destructive_tool (§6): one gateway scope,
 // one Invoke with source = the tool name, then the result envelope.
 func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest, destructive bool) (*mcp.CallToolResult, error) {
-	c, aerr := parseCallArgs(req.Params.Arguments, destructive, s.opts.HostCallTimeout)
+	set := s.settingsNow()
+	c, aerr := parseCallArgs(req.Params.Arguments, destructive, set.hostCallTimeout)
 	if aerr != nil {
 		return s.callFailure(aerr.typed(), c, 0, 0, timing{}), nil
 	}
-	if c.timeout > s.writeTimeout()-s.opts.Requests.QueueTimeout-writeGrace && info.extendWrite != nil {
+	if c.timeout > s.writeTimeout()-set.requests.QueueTimeout-writeGrace && info.extendWrite != nil {
 		info.extendWrite(c.timeout)
 	}
 	source := ToolCallTool

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,8 @@ type requestInfo struct {
 	// rpcID is the JSON-RPC id of the request this POST carries, as
 	// rpcIDKey writes it; "" when none (stdio cancels through its session).
 	rpcID string
+	// flush is an event-stream response's flush gate (nil for JSON replies).
+	flush *flushGate
 }
 
 type requestInfoKey struct{}
@@ -46,11 +49,14 @@ func infoFrom(ctx context.Context) *requestInfo {
 	return info
 }
 
-// Handler returns the HTTP handler: /mcp, /health, /metrics, /activity.
+// Handler returns the HTTP handler: /mcp, /health, /metrics (unless
+// MetricsElsewhere), /activity.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.serveHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer}))
+	if !s.opts.MetricsElsewhere {
+		mux.Handle("GET /metrics", s.metricsEndpoint())
+	}
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
 	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
@@ -59,6 +65,17 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
 	}
 	return s.logged(securityHeaders(mux))
+}
+
+func (s *Server) metricsEndpoint() http.Handler {
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer})
+}
+
+// MetricsHandler serves only GET /metrics, for a listener of its own.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metricsEndpoint())
+	return securityHeaders(mux)
 }
 
 // HTTPServer returns an http.Server for the handler with timeouts sized so
@@ -78,15 +95,13 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-// requestLimits are the request limits in force.
-func (s *Server) requestLimits() RequestLimits { return s.opts.Requests }
-
 func (s *Server) writeTimeout() time.Duration {
 	longest := s.opts.ExecutionTimeout
-	if s.opts.HostCallTimeout > longest {
-		longest = s.opts.HostCallTimeout
+	set := s.settingsNow()
+	if set.hostCallTimeout > longest {
+		longest = set.hostCallTimeout
 	}
-	return s.opts.Requests.QueueTimeout + s.opts.ExecutorQueueTimeout + longest + writeGrace
+	return set.requests.QueueTimeout + s.opts.ExecutorQueueTimeout + longest + writeGrace
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -110,9 +125,9 @@ func (s *Server) admitted(next http.Handler) http.Handler {
 		if err != nil {
 			switch {
 			case errors.Is(err, errShuttingDown):
-				writeRPCRefusal(w, rpcServerShuttingDown, "Server is shutting down; retry on another instance or later.", "server_shutting_down", s.opts.Requests.RetryAfter)
+				writeRPCRefusal(w, rpcServerShuttingDown, "Server is shutting down; retry on another instance or later.", "server_shutting_down", s.requestLimits().RetryAfter)
 			case errors.Is(err, errOverloaded):
-				writeRPCRefusal(w, rpcServerOverloaded, "Server overloaded; retry later.", "server_overloaded", s.opts.Requests.RetryAfter)
+				writeRPCRefusal(w, rpcServerOverloaded, "Server overloaded; retry later.", "server_overloaded", s.requestLimits().RetryAfter)
 			default: // the client went away while queued: nobody is listening
 			}
 			return
@@ -162,7 +177,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		actor, operator, ok := s.authenticate(r)
 		if !ok {
-			if len(s.tokens) == 0 {
+			if len(s.settingsNow().tokens) == 0 {
 				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
 				return
 			}
@@ -185,7 +200,8 @@ type tokenEntry struct {
 }
 
 func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool) {
-	if len(s.tokens) == 0 {
+	tokens := s.settingsNow().tokens
+	if len(tokens) == 0 {
 		return "local", true, isLoopbackRemote(r.RemoteAddr)
 	}
 	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -196,15 +212,15 @@ func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool)
 	// every configured token is compared so timing reveals no index.
 	sum := sha256.Sum256([]byte(strings.TrimSpace(presented)))
 	match := -1
-	for i := range s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], s.tokens[i].hash[:]) == 1 && found && presented != "" {
+	for i := range tokens {
+		if subtle.ConstantTimeCompare(sum[:], tokens[i].hash[:]) == 1 && found && presented != "" {
 			match = i
 		}
 	}
 	if match < 0 {
 		return "", false, false
 	}
-	return s.tokens[match].name, s.tokens[match].operator, true
+	return tokens[match].name, tokens[match].operator, true
 }
 
 func isLoopbackRemote(remote string) bool {
@@ -229,6 +245,10 @@ func (s *Server) originChecked(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.rebinding(r) {
 			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
+			return
+		}
+		if loopbackOrigin(r) {
+			next.ServeHTTP(w, r)
 			return
 		}
 		if err := cop.Check(r); err != nil {
@@ -269,7 +289,8 @@ func (s *Server) rpcRouted() http.Handler {
 			}
 			info.rpcID = rpcIDKey(msg.ID)
 			if token, level := streamWants(msg.Params.Meta); token != nil || level != "" {
-				s.mcpSSE.ServeHTTP(w, r)
+				info.flush = &flushGate{ResponseWriter: w}
+				s.mcpSSE.ServeHTTP(info.flush, r)
 				return
 			}
 		}
@@ -307,6 +328,39 @@ func (s *Server) rebinding(r *http.Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip == nil || !ip.IsLoopback()
+}
+
+// loopbackOrigin reports a page served by this very listener under either
+// loopback spelling: on a loopback listener, an Origin of localhost,
+// 127.0.0.0/8 or ::1 on the listener's own port. http://localhost:8787 and
+// http://127.0.0.1:8787 are different origins to a browser (and
+// cross-site), but the same server; a page on another local port is not.
+func loopbackOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil {
+		return false
+	}
+	lhost, lport, err := net.SplitHostPort(local.String())
+	if err != nil || !isLoopbackHost(lhost) {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() != lport {
+		return false
+	}
+	return isLoopbackHost(u.Hostname())
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) originAllowed(origin, host string) bool {

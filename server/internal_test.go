@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -155,5 +157,20 @@ func TestHTTPServer_WriteTimeoutCoversExecutorQueue(t *testing.T) {
 	}}
 	if got, min := s.writeTimeout(), 55*time.Second; got <= min {
 		t.Fatalf("write timeout %s must exceed %s", got, min)
+	}
+}
+
+// An overload rejection leaves one payload-free WARN line naming the reason.
+func TestAdmission_RejectionIsLogged(t *testing.T) {
+	a, _ := newAdmission(1, 0, time.Hour, time.Second, nil)
+	var buf bytes.Buffer
+	a.log = slog.New(slog.NewTextHandler(&buf, nil))
+	r, _ := a.acquire(context.Background())
+	defer r()
+	if _, err := a.acquire(context.Background()); !errors.Is(err, errOverloaded) {
+		t.Fatalf("err %v", err)
+	}
+	if !strings.Contains(buf.String(), `level=WARN msg="request rejected: server overloaded" reason=queue_full`) {
+		t.Fatalf("log: %s", buf.String())
 	}
 }

@@ -7,7 +7,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,14 +122,16 @@ type Options struct {
 
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
-	Logger   *slog.Logger
+	// MetricsElsewhere leaves /metrics off Handler: the caller serves
+	// MetricsHandler on its own listener (metricsListen).
+	MetricsElsewhere bool
+	Logger           *slog.Logger
 }
 
 // Server serves the seven tools. Safe for concurrent use.
 type Server struct {
 	opts       Options
 	log        *slog.Logger
-	tokens     []tokenEntry
 	admission  *admission
 	registerer prometheus.Registerer
 	gatherer   prometheus.Gatherer
@@ -147,6 +148,7 @@ type Server struct {
 	inflight        Inflight
 	publicHost      string // host[:port] of PublicURL, "" when unset
 	draining        atomic.Bool
+	live            atomic.Pointer[settings] // what a reload may change (reload.go)
 }
 
 type serverMetrics struct {
@@ -168,25 +170,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	opts.Requests = requestDefaults(opts.Requests)
 	r := &opts.Requests
-	if r.MaxActive <= 0 {
-		r.MaxActive = DefaultMaxActive
-	}
-	if r.MaxQueue < 0 {
-		r.MaxQueue = 0
-	}
-	if r.QueueTimeout <= 0 {
-		r.QueueTimeout = DefaultQueueTimeout
-	}
-	if r.RetryAfter <= 0 {
-		r.RetryAfter = DefaultRetryAfter
-	}
-	if r.MaxBodyBytes <= 0 {
-		r.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if r.BodyTimeout <= 0 {
-		r.BodyTimeout = DefaultBodyTimeout
-	}
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = DefaultMaxInlineBytes
 	}
@@ -213,17 +198,16 @@ func New(opts Options) (*Server, error) {
 		s.publicHost = u.Host
 		s.opts.TrustedOrigins = append(s.opts.TrustedOrigins, u.Scheme+"://"+u.Host)
 	}
-	for _, t := range opts.Tokens {
-		if t.Value == "" {
-			return nil, fmt.Errorf("server: token %q is empty", t.Name)
-		}
-		s.tokens = append(s.tokens, tokenEntry{name: t.Name, operator: t.Operator, hash: sha256.Sum256([]byte(t.Value))})
+	tokens, err := hashTokens(opts.Tokens)
+	if err != nil {
+		return nil, err
 	}
-	var err error
+	s.live.Store(&settings{tokens: tokens, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code})
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	s.admission.log = log
 	s.metrics = &serverMetrics{
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "connecta_http_requests_total", Help: "HTTP requests by route and status.",
@@ -344,6 +328,9 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 	if st := newRequestStream(sdkCtx, req.Session, meta); st != nil {
 		defer st.close() // runs before the result is written
 		ctx = context.WithValue(ctx, streamKey{}, st)
+		if info.flush != nil {
+			info.flush.more.Store(st)
+		}
 	}
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)
@@ -485,7 +472,7 @@ func encodeJSON(w io.Writer, v any) error {
 }
 
 // CodeTool returns the execute_code tool the server serves (nil when none).
-func (s *Server) CodeTool() CodeTool { return s.opts.Code }
+func (s *Server) CodeTool() CodeTool { return s.settingsNow().code }
 
 // RequestIdentity returns the request id and actor of the top-level request
 // ctx belongs to (for execute_code's activity events); empty when none.

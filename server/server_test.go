@@ -381,3 +381,36 @@ func TestSharedServer_EachRequestCarriesItsOwnIdentity(t *testing.T) {
 		t.Fatalf("actors %v, %d distinct request ids; want %d each and %d ids", actors, len(ids), perToken, 2*perToken)
 	}
 }
+
+// On a loopback listener a page served as http://localhost:PORT and one
+// served as http://127.0.0.1:PORT are the same server: both pass, with or
+// without the browser's Sec-Fetch-Site; a page on another local port does
+// not.
+func TestOrigin_LocalhostAndLoopbackIPAlikeOnLoopback(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	_, port, _ := strings.Cut(strings.TrimPrefix(h.url, "http://"), ":")
+	for _, tc := range []struct {
+		origin, fetchSite string
+		want              int
+	}{
+		{"http://localhost:" + port, "", http.StatusOK},
+		{"http://localhost:" + port, "cross-site", http.StatusOK},
+		{"http://127.0.0.1:" + port, "", http.StatusOK},
+		{"http://127.0.0.1:" + port, "same-origin", http.StatusOK},
+		{"http://[::1]:" + port, "cross-site", http.StatusOK},
+		{"http://localhost:1", "cross-site", http.StatusForbidden},
+		{"http://localhost:1", "", http.StatusForbidden},
+		{"https://evil.example:" + port, "cross-site", http.StatusForbidden},
+	} {
+		req := h.mcpRequest(t, strings.NewReader(initializeBody))
+		req.Header.Set("Origin", tc.origin)
+		if tc.fetchSite != "" {
+			req.Header.Set("Sec-Fetch-Site", tc.fetchSite)
+		}
+		if resp := send(t, req); resp.StatusCode != tc.want {
+			t.Errorf("Origin %s (Sec-Fetch-Site %q): status %d, want %d", tc.origin, tc.fetchSite, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -209,4 +211,30 @@ func ProgramNotifier(ctx context.Context) interface {
 func streamFrom(ctx context.Context) *requestStream {
 	st, _ := ctx.Value(streamKey{}).(*requestStream)
 	return st
+}
+
+// flushGate coalesces an event stream's flushes: the SDK flushes after every
+// event, and while more notifications of the request are already queued
+// that flush can wait for the last of them — one write per burst of console
+// entries instead of one per entry. The result's own flush always happens
+// (the queue is empty by then: requestStream.close drains it first).
+type flushGate struct {
+	http.ResponseWriter
+	more atomic.Pointer[requestStream] // set once the request's stream exists
+}
+
+func (g *flushGate) Flush() {
+	if st := g.more.Load(); st != nil && st.queued() {
+		return
+	}
+	_ = http.NewResponseController(g.ResponseWriter).Flush()
+}
+
+func (g *flushGate) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+// queued reports notifications waiting to be sent.
+func (st *requestStream) queued() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.queue) > 0
 }

@@ -278,6 +278,10 @@ func TestStream_LogLevelSendsEntriesAtOrAboveIt(t *testing.T) {
 	}
 }
 
+// ordinaryReply is the JSON reply to tools/call id 1 of
+// `async () => { console.log("x"); return 1+1 }`, as it was before streaming.
+const ordinaryReply = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"result\":2,\"logs\":\"x\"}"}],"structuredContent":{"result":2,"logs":"x"}}}`
+
 // R6: with neither a progress token nor a log level the reply is the
 // ordinary JSON one, byte for byte.
 func TestStream_NoTokenNoLevelIsTheOrdinaryJSONReply(t *testing.T) {
@@ -286,9 +290,8 @@ func TestStream_NoTokenNoLevelIsTheOrdinaryJSONReply(t *testing.T) {
 	resp := h.post(t, context.Background(), rpcCall(1, "execute_code", map[string]any{"code": `async () => { console.log("x"); return 1+1 }`}, nil), "")
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"result\":2,\"logs\":\"x\"}"}],"structuredContent":{"result":2,"logs":"x"}}}`
-	if resp.Header.Get("Content-Type") != "application/json" || string(body) != want {
-		t.Fatalf("%s\n%s\nwant\n%s", resp.Header.Get("Content-Type"), body, want)
+	if resp.Header.Get("Content-Type") != "application/json" || string(body) != ordinaryReply {
+		t.Fatalf("%s\n%s\nwant\n%s", resp.Header.Get("Content-Type"), body, ordinaryReply)
 	}
 }
 

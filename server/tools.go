@@ -113,9 +113,10 @@ func (s *Server) buildTools() []toolEntry {
 	closedIdempotent := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	var tools []toolEntry
 	if s.opts.Code != nil {
-		code := s.opts.Code
-		tools = append(tools, toolEntry{tool: code.Tool(), handle: func(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return code.Handle(ctx, req)
+		// The definition is the first one's; each call runs on the
+		// execute_code in force when it arrives (a reload may replace it).
+		tools = append(tools, toolEntry{tool: s.opts.Code.Tool(), handle: func(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.settingsNow().code.Handle(ctx, req)
 		}})
 	}
 	tools = append(tools,

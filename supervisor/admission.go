@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	admissionq "github.com/connecta-dev/connecta/internal/admission"
@@ -12,9 +13,11 @@ import (
 // most MaxQueue waiters, each waiting at most QueueTimeout. The queue is
 // internal/admission's; this maps its refusals to *ExecError and metrics.
 type admission struct {
-	q       *admissionq.Queue
-	timeout time.Duration
-	m       *metrics
+	q               *admissionq.Queue
+	slots, maxQueue int
+	timeout         time.Duration
+	m               *metrics
+	log             *slog.Logger
 }
 
 // Totals count admission decisions since start.
@@ -34,17 +37,18 @@ type Snapshot struct {
 	QueueWaitMax    time.Duration
 }
 
-func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics) *admission {
+func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics, log *slog.Logger) *admission {
 	m.slots.Set(float64(slots))
 	q := admissionq.New(admissionq.Options{Active: slots, MaxQueue: maxQueue, QueueTimeout: timeout,
 		OnChange: func(active, queued int) {
 			m.inUse.Set(float64(active))
 			m.queued.Set(float64(queued))
 		}})
-	return &admission{q: q, timeout: timeout, m: m}
+	return &admission{q: q, slots: slots, maxQueue: maxQueue, timeout: timeout, m: m, log: log}
 }
 
 func (a *admission) overloaded(msg string) *ExecError {
+	a.log.Warn("execution rejected: executor overloaded", "reason", msg, "slots", a.slots, "maxQueue", a.maxQueue)
 	return &ExecError{Code: CodeOverloaded, Message: msg, Retryable: true, RetryAfterMs: a.timeout.Milliseconds()}
 }
 

@@ -1,9 +1,11 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,6 +27,7 @@ const selfExe = "/proc/self/exe"
 // whoever holds the child consumes in until that error. Its waiter goroutine
 // reaps it and closes exited.
 type child struct {
+	log     *slog.Logger
 	pid     int
 	cmd     *exec.Cmd
 	w       *ipc.Writer
@@ -71,6 +74,7 @@ func (p *Pool) spawn(mode string) (*child, error) {
 		}.Argv()
 	}
 	c := &child{
+		log:     p.log,
 		toChild: inW,
 		w:       ipc.NewWriter(inW),
 		in:      make(chan inbound, 16),
@@ -159,6 +163,12 @@ func (c *child) kill(reason string, m *metrics) {
 	c.killed = reason
 	m.kills.WithLabelValues(reason).Inc()
 	_ = unix.Kill(-c.pid, unix.SIGKILL)
+	// Payload-free: the reason and the process, never the program.
+	level := slog.LevelWarn
+	if reason == killCancel || reason == killShutdown {
+		level = slog.LevelInfo // the caller or the operator asked for it
+	}
+	c.log.Log(context.Background(), level, "sandbox child killed", "reason", reason, "pid", c.pid)
 }
 
 // closeInput closes the parent's write end: the child reads EOF, which it

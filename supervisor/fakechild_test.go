@@ -136,6 +136,9 @@ func runFakeChild(args []string) int {
 			f2, _ := ipc.Encode(&ipc.Message{Type: ipc.TypeDone, Done: &ipc.Done{Value: json.RawMessage(`2`)}})
 			w.WriteFrame(append(f1, f2...))
 			select {}
+		case "oom": // the engine's own memory budget failure
+			w.Write(&ipc.Message{Type: ipc.TypeDone, Done: &ipc.Done{Err: &ipc.ProgramError{Kind: "out_of_memory", Message: "InternalError: out of memory"}, PeakHeapBytes: 1 << 20}})
+			return 0
 		case "fail":
 			w.Write(&ipc.Message{Type: ipc.TypeDone, Done: &ipc.Done{Err: &ipc.ProgramError{Kind: "thrown", Message: arg}, LogPrefix: "child logs", LogEntries: 1, LogChars: 10}})
 			return 0

@@ -73,7 +73,7 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 		forkerDone: make(chan struct{}),
 	}
 	go p.forker()
-	p.adm = newAdmission(opts.Slots, opts.MaxQueue, opts.QueueTimeout, m)
+	p.adm = newAdmission(opts.Slots, opts.MaxQueue, opts.QueueTimeout, m, p.log)
 	if _, err := os.Stat(selfExe); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("supervisor: cannot re-execute %s: %w", selfExe, err)

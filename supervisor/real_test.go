@@ -342,3 +342,32 @@ func TestReal_HostPanicFailsThatCallOnly(t *testing.T) {
 		t.Fatal(err, res)
 	}
 }
+
+// Two programs stuck in builtins that never poll no longer hold both default
+// slots for the wall deadline: they end at the CPU budget, and a program
+// queued behind them runs instead of failing executor_overloaded.
+func TestReal_L5_L7_NonPollingProgramsDoNotLockTheExecutor(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 2, Spares: 2, MaxQueue: 1, QueueTimeout: 5 * time.Second})
+	requireEngine(t, p)
+	lim := Limits{CPUTime: 100 * time.Millisecond} // the wall deadline stays 30 s, past QueueTimeout
+	var wg sync.WaitGroup
+	for range 2 {
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := l.Run(context.Background(), Job{Code: `async () => Array.prototype.includes.call({length: 2**53-1}, 1)`, Limits: lim}, newTestHost())
+			if err != nil || res.Err == nil || res.Err.Kind != ErrCPU {
+				t.Errorf("hostile run: %v %+v", err, res)
+			}
+		}()
+	}
+	res, err := run(t, p, "async () => 7", newTestHost(), Limits{})
+	if err != nil || string(res.Value) != "7" {
+		t.Fatalf("queued run: %v %+v", err, res)
+	}
+	wg.Wait()
+}

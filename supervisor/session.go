@@ -183,6 +183,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 			// answer is the engine's own, never a wall-clock timeout.
 			cancelCalls()
 			s.terminate(killCPUBudget)
+			p.log.Warn("execution over budget", "budget", string(ErrCPU), "cpuMs", cpu.last.Milliseconds(), "wallMs", time.Since(start).Milliseconds())
 			return fail(ErrCPU, outcomeError, msgCPUBudget(s.limits.CPUTime))
 		case <-wall.C:
 			cancelCalls()
@@ -191,6 +192,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 		case <-ctx.Done():
 			cancelCalls() // in-flight host calls first, then the kill (L1, L2, X3)
 			s.terminate(killCancel)
+			p.log.Info("execution cancelled", "wallMs", time.Since(start).Milliseconds())
 			return typed(CodeCancelled, msgCancelled, outcomeCancelled)
 		case <-p.closing:
 			cancelCalls()
@@ -276,6 +278,11 @@ func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
 		if res.Err.Kind == ErrDeadline {
 			outcome = outcomeDeadline
 		}
+	}
+	if res.Err != nil && (res.Err.Kind == ErrCPU || res.Err.Kind == ErrOutOfMemory) {
+		// A budget the operator sets bound this program (payload-free).
+		p.log.Warn("execution over budget", "budget", string(res.Err.Kind),
+			"cpuMs", res.CPUTime.Milliseconds(), "peakHeapBytes", res.PeakHeapBytes, "wallMs", res.Wall.Milliseconds())
 	}
 	p.m.executions.WithLabelValues(outcome).Inc()
 	p.m.duration.Observe(res.Wall.Seconds())

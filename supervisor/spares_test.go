@@ -157,8 +157,10 @@ func TestSpares_ShrinkStopsAtTheMinimum(t *testing.T) {
 	waitFor(t, func() bool { return counter(t, p.m.spares) == 1 })
 	// Grow by the miss path's own step (a seat goroutine keeps the pool's
 	// WaitGroup above zero), then let the surplus idle away.
-	if !p.grow() || !p.grow() || p.grow() {
-		t.Fatal("grow: want two more seats, then refusal at maxSpares")
+	for i, want := range []bool{true, true, false} {
+		if got := p.grow(); got != want {
+			t.Fatalf("grow %d: %v, want two more seats, then refusal at maxSpares", i, got)
+		}
 	}
 	waitFor(t, func() bool {
 		r, m, tg := sparesGauges(t, p)

@@ -41,6 +41,9 @@ type benchConfig struct {
 	Sequential int           // calls per sequential series
 	Duration   time.Duration // per closed-loop point
 	Clients    []int
+	StreamN    int    // cancellations and streamed programs measured
+	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
+	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,6 +56,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.Sequential, "requests", 200, "calls per sequential series")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each closed-loop point")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
+	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
+	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL (issue 13)")
+	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the store series (default: a throwaway cluster when the server binaries are installed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,7 +70,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		c.Clients = append(c.Clients, n)
 	}
-	if c.FloorN < 1 || c.Sequential < 1 || c.Duration <= 0 {
+	if c.FloorN < 1 || c.Sequential < 1 || c.Duration <= 0 || c.StreamN < 1 {
 		fmt.Fprintln(stderr, "connecta-load bench: --floor, --requests and --duration must be positive")
 		return 2
 	}
@@ -94,6 +100,7 @@ type benchResult struct {
 	RSSIdle, RSSPeak, ChildHWM int64
 	Budget                     []budgetKill
 	Streaming                  *streamResult // issue 10 figures; nil when not measured
+	Stores                     []storePoint  // issue 13 figures; nil when not measured
 }
 
 type loopPoint struct {
@@ -129,11 +136,17 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 
-	downURL, stopDemo, err := serveDemo()
+	downURL, stopDemo, err := serveMCP(demo.NewServer())
 	if err != nil {
 		return nil, err
 	}
 	defer stopDemo()
+	tools, toolsURL, stopTools, err := serveBenchTools()
+	if err != nil {
+		return nil, err
+	}
+	defer stopTools()
+	connectors := fmt.Sprintf("  - id: demo\n    url: %s\n  - id: bench\n    url: %s\n", downURL, toolsURL)
 	dir, err := os.MkdirTemp("", "connecta-bench-")
 	if err != nil {
 		return nil, err
@@ -141,13 +154,13 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 	defer os.RemoveAll(dir)
 
 	// Cold: an empty compilation cache. Warm: the same cache, a new process.
-	cold, err := startServer(ctx, c.Connecta, dir, downURL)
+	cold, err := startServer(ctx, c.Connecta, dir, connectors)
 	if err != nil {
 		return nil, err
 	}
 	r.ColdStart = cold.firstAnswer
 	cold.stop()
-	srv, err := startServer(ctx, c.Connecta, dir, downURL)
+	srv, err := startServer(ctx, c.Connecta, dir, connectors)
 	if err != nil {
 		return nil, err
 	}
@@ -220,8 +233,14 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 		k.Program = prog.name
 		r.Budget = append(r.Budget, k)
 	}
-	if r.Streaming, err = benchStreaming(ctx, srv, cl, logf); err != nil {
+	if r.Streaming, err = benchStreaming(ctx, srv, cl, tools, c.StreamN, logf); err != nil {
 		return nil, err
+	}
+
+	if c.Stores {
+		if r.Stores, err = benchStores(ctx, c, connectors, logf); err != nil {
+			return nil, err
+		}
 	}
 
 	logf("hello-world floor again")
@@ -293,10 +312,9 @@ func budget(ctx context.Context, cl *rawClient, pid int, code string) (budgetKil
 	return budgetKill{ChildCPU: d.children, Wall: wall, Text: clamp(reply.text(), 160)}, err
 }
 
-// serveDemo serves the built-in demo connector over streamable HTTP on a
-// loopback port, with sessions, as a remote connector would be.
-func serveDemo() (string, func(), error) {
-	srv := demo.NewServer()
+// serveMCP serves srv over streamable HTTP on a loopback port, with
+// sessions, as a remote connector would be.
+func serveMCP(srv *mcp.Server) (string, func(), error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{SessionTimeout: time.Minute})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -318,15 +336,15 @@ type benchServer struct {
 }
 
 // startServer writes the bench configuration (the embedded default's shape,
-// its demo connector reached over loopback HTTP) and serves it; it returns
-// once the first 1+1 answered.
-func startServer(ctx context.Context, bin, dir, downURL string) (*benchServer, error) {
+// its demo connector reached over loopback HTTP, plus the bench tools) and
+// serves it; it returns once the first 1+1 answered.
+func startServer(ctx context.Context, bin, dir, connectors string) (*benchServer, error) {
 	port, err := pickFreePort()
 	if err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "connecta.yaml")
-	yaml := fmt.Sprintf("listen: 127.0.0.1:%d\nexecutor: {cacheDir: %q}\nconnectors:\n  - id: demo\n    url: %s\n", port, filepath.Join(dir, "cache"), downURL)
+	yaml := fmt.Sprintf("listen: 127.0.0.1:%d\nexecutor: {cacheDir: %q}\nconnectors:\n%s", port, filepath.Join(dir, "cache"), connectors)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}

@@ -1,21 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 )
-
-// streamResult holds the issue-10 figures (cancellation and streaming).
-type streamResult struct{}
-
-// benchStreaming measures cancellation and streaming once the server has
-// them; until then it measures nothing.
-func benchStreaming(context.Context, *benchServer, *rawClient, func(string, ...any)) (*streamResult, error) {
-	return nil, nil
-}
 
 func msf(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
@@ -59,8 +49,7 @@ func (r *benchResult) write(w io.Writer) error {
 	if r.Streaming != nil {
 		r.Streaming.write(&b)
 	}
+	writeStores(&b, r.Stores)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
-func (s *streamResult) write(*strings.Builder) {}

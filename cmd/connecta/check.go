@@ -15,6 +15,7 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/store"
 )
 
 // doctorTimeout bounds each doctor probe (spec-meta-tools §14: 10 s).
@@ -45,6 +46,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stdout, "warning: %s\n", w.String())
 	}
+	checkClassifications(context.Background(), cfg, stdout)
 	fmt.Fprintf(stdout, "%s: ok (%d connectors, listen %s)\n", *configPath, len(cfg.Connectors), cfg.Listen)
 	return 0
 }
@@ -114,7 +116,23 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		for i, cc := range cfg.Connectors {
+			if cc.ID == c.ID {
+				for _, w := range classificationWarnings(cfg, cc, i, tools) {
+					fmt.Fprintf(stdout, "warning: %s\n", w.String())
+				}
+			}
+		}
 	}
+
+	sctx, cancelStore := context.WithTimeout(ctx, doctorTimeout)
+	if rep, err := store.Check(sctx, a.Store()); err != nil {
+		failures++
+		fmt.Fprintf(stdout, "store: FAILED %s: %v\n", store.Redact(cfg.Store.URL.Reveal()), err)
+	} else {
+		fmt.Fprintf(stdout, "store: ok (%s)\n", rep)
+	}
+	cancelStore()
 
 	if err := executorSelfTest(ctx, a); err != nil {
 		failures++
@@ -125,7 +143,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	if failures > 0 {
 		return fail("doctor found %d problem(s)", failures)
 	}
-	fmt.Fprintln(stdout, "Connecta doctor passed: configuration, connectors and executor are healthy.")
+	fmt.Fprintln(stdout, "Connecta doctor passed: configuration, connectors, store and executor are healthy.")
 	return 0
 }
 

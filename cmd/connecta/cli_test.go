@@ -122,3 +122,30 @@ func TestCheck_CredentialsDirResolvesCredentialReferences(t *testing.T) {
 		t.Fatalf("with --credentials-dir: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
+
+// check (and doctor, from the same helper) warns when readOnly or
+// approvalRequired names a tool the connector does not list: such an
+// entry classifies nothing. A listed name is silent.
+func TestCheck_WarnsOnClassificationsNamingUnlistedTools(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "listen: 127.0.0.1:0\nconnectors:\n  - id: demo\n    builtin: demo\n" +
+		"    readOnly: [list_projects, add]\n    approvalRequired: [add_comment, bulk_update]\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("check", "--config", path)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		path + `:3: connectors[0].readOnly: "add" is not a tool connector "demo" lists, so it classifies nothing (it lists: add_comment, get_issue,`,
+		path + `:3: connectors[0].approvalRequired: "bulk_update" is not a tool connector "demo" lists`,
+	} {
+		if !strings.Contains(out, "warning: "+want) {
+			t.Errorf("no warning %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"list_projects" is not`) || strings.Contains(out, `"add_comment" is not`) {
+		t.Errorf("a listed tool was warned about:\n%s", out)
+	}
+}

@@ -487,3 +487,127 @@ func TestHealth_DegradedWhileAFixtureIsDownOkWhenItReturns(t *testing.T) {
 		t.Fatalf("downstream back: %d %+v", code, h)
 	}
 }
+
+func waitLog(t *testing.T, p *serverProcess, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(p.stderr.String(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("log never said %q (%d times):\n%s", want, n, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// SIGHUP reloads auth, connectors, execute.* and requests.*: a token and a
+// connector added by reload work at once and the kept token still works; a
+// restart-only change is logged as ignored; an invalid file keeps the running
+// configuration and the log says why; a dropped token stops working.
+func TestReload_SIGHUPAddsATokenAndAConnectorInvalidFileKeepsRunning(t *testing.T) {
+	dir := t.TempDir()
+	writeFile := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tokA := writeFile("token-a", "token-a-0123456789")
+	tokB := writeFile("token-b", "token-b-0123456789")
+	one, two := freeAddr(t), freeAddr(t)
+	startFixture(t, one)
+	startFixture(t, two)
+	first := fmt.Sprintf(`executor: {spares: 0}
+auth:
+  tokens:
+    - {name: laptop, token: "${file:%s}"}
+connectors:
+  - {id: one, url: "http://%s/mcp"}
+`, tokA, one)
+	srv := startServer(t, first)
+	path := srv.cmd.Args[4] // <bin> serveMode serve --config PATH
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pingAs := func(token, address string) (string, bool) {
+		t.Helper()
+		c := srv.client(t, ctx, token)
+		text, isErr, err := callTool(ctx, c, address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text, isErr
+	}
+	if text, isErr := pingAs("token-a-0123456789", "one.ping"); isErr {
+		t.Fatalf("laptop before reload: %s", text)
+	}
+	status := func(token string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status("token-b-0123456789"); got != http.StatusUnauthorized {
+		t.Fatalf("ci before reload: %d", got)
+	}
+
+	_ = os.WriteFile(path, []byte(fmt.Sprintf(`executor: {spares: 0, timeoutMs: 20000}
+auth:
+  tokens:
+    - {name: laptop, token: "${file:%s}"}
+    - {name: ci, token: "${file:%s}"}
+requests: {maxActive: 8}
+connectors:
+  - {id: one, url: "http://%s/mcp"}
+  - {id: two, url: "http://%s/mcp"}
+`, tokA, tokB, one, two)), 0o600)
+	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, srv, "configuration reloaded", 1)
+	if text, isErr := pingAs("token-b-0123456789", "two.ping"); isErr {
+		t.Fatalf("new token, new connector: %s", text)
+	}
+	if text, isErr := pingAs("token-a-0123456789", "one.ping"); isErr {
+		t.Fatalf("kept token after reload: %s", text)
+	}
+	if log := srv.stderr.String(); !strings.Contains(log, `"key":"executor"`) || !strings.Contains(log, "needs a restart") {
+		t.Fatalf("restart-only change not logged as ignored:\n%s", log)
+	}
+	if code, h := srv.health(t); code != 200 || h.Connectors != 2 {
+		t.Fatalf("health after reload: %d %+v", code, h)
+	}
+
+	// An invalid file: refused, the running configuration stays.
+	_ = os.WriteFile(path, []byte("connectors: [{id: one, url: 42}]\nbogus: 1\n"), 0o600)
+	_ = srv.cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, srv, "configuration reload refused", 1)
+	if log := srv.stderr.String(); !strings.Contains(log, "bogus") {
+		t.Fatalf("the refusal does not say why:\n%s", log)
+	}
+	if got := status("token-b-0123456789"); got != http.StatusOK {
+		t.Fatalf("ci after an invalid reload: %d", got)
+	}
+	if text, isErr := pingAs("token-a-0123456789", "two.ping"); isErr {
+		t.Fatalf("connector two after an invalid reload: %s", text)
+	}
+
+	// Drop laptop: its token stops working, ci keeps working.
+	_ = os.WriteFile(path, []byte(fmt.Sprintf("executor: {spares: 0, timeoutMs: 20000}\nauth:\n  tokens:\n    - {name: ci, token: \"${file:%s}\"}\nconnectors:\n  - {id: two, url: \"http://%s/mcp\"}\n", tokB, two)), 0o600)
+	_ = srv.cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, srv, "configuration reloaded", 2)
+	if got := status("token-a-0123456789"); got != http.StatusUnauthorized {
+		t.Fatalf("dropped token after reload: %d", got)
+	}
+	if got := status("token-b-0123456789"); got != http.StatusOK {
+		t.Fatalf("ci after the second reload: %d", got)
+	}
+	if srv.cmd.ProcessState != nil {
+		t.Fatal("the server exited on SIGHUP")
+	}
+}

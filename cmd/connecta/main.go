@@ -36,7 +36,7 @@ func commands() []command {
 		{"serve", "serve [--config FILE] [--listen HOST:PORT] [--stdio]", "run the server (the default command)", cmdServe},
 		{"check", "check --config FILE [--credentials-dir DIR]", "validate a configuration file",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCheck(a, o, e) }},
-		{"doctor", "doctor [--config FILE] [--credentials-dir DIR]", "check the configuration, every connector and the executor",
+		{"doctor", "doctor [--config FILE] [--credentials-dir DIR]", "check the configuration, every connector, the store and the executor",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdDoctor(a, o, e) }},
 		{"oauth", "oauth revoke CONNECTOR --config FILE", "revoke a connector's downstream OAuth grant",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdOAuth(a, o, e) }},
@@ -178,6 +178,11 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 		return code
 	}
 	log := newLogger(stderr)
+	// SIGHUP reloads (DECISIONS); caught from the start so an early one
+	// never kills the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := loadConfig(*configPath, "")
 	if err != nil {
 		fmt.Fprintln(stderr, "connecta:", err)
@@ -194,7 +199,8 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log}); err != nil {
+	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log,
+		reload: hup, source: reloadSource{path: *configPath, listen: *listen}}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 0
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/oauth"
 )
 
 // cmdOAuth is `connecta oauth revoke CONNECTOR --config FILE`: it revokes
@@ -48,17 +47,32 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "connecta oauth revoke: connector %q is not an OAuth connector in %s\n", id, *configPath)
 		return 1
 	}
-	store := oauth.Store(oauth.NewMemoryStore())
-	if !store.Durable() {
-		fmt.Fprintf(stderr, "connecta oauth revoke: the store is memory:, so grants live only inside the running server; restarting it drops them (configure a durable store to revoke from the command line)\n")
+	if !cfg.Store.Given || cfg.Store.URL.Reveal() == "memory:" {
+		fmt.Fprintf(stderr, "connecta oauth revoke: the store is memory:, so grants live only inside the running server; restarting it drops them (configure store.url to revoke from the command line)\n")
 		return 1
 	}
-	m, err := app.NewOAuth(cfg, nil, nil, slog.New(slog.DiscardHandler), store)
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	st, err := app.OpenState(ctx, cfg, log, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1
 	}
-	done, oerr := m.Revoke(context.Background(), id, "cli")
+	defer st.Close()
+	flows, db, err := app.NewOAuthStore(cfg, st)
+	if err != nil {
+		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
+		return 1
+	}
+	if db != nil {
+		defer db.Close()
+	}
+	m, err := app.NewOAuth(cfg, nil, st, nil, log, flows)
+	if err != nil {
+		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
+		return 1
+	}
+	done, oerr := m.Revoke(ctx, id, "cli")
 	if oerr != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %s\n", oerr.Message)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +23,9 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/store"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/pgtest"
 )
 
 type syncBuffer struct {
@@ -273,4 +278,261 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDownstreamOAuth_DurableGrantAndRevoke: with a sqlite store and a
+// vault, the grant survives a restart (sealed in the store), and `connecta
+// oauth revoke` revokes it at the authorization server (RFC 7009) and
+// deletes it.
+func TestDownstreamOAuth_DurableGrantAndRevoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, oidctest.Options{})
+	rs := oidctest.NewProtectedServer(t, p)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i * 7)
+	}
+	t.Setenv("CONNECTA_TEST_VAULT_KEY", base64.StdEncoding.EncodeToString(key))
+	cfgPath := filepath.Join(dir, "connecta.yaml")
+	yaml := fmt.Sprintf(`listen: %s
+publicUrl: http://%s
+store: {url: "sqlite:%s"}
+vault: {keys: [{id: k1, key: "${env:CONNECTA_TEST_VAULT_KEY}"}], active: k1}
+connectors:
+  - id: tracker
+    url: %s
+    oauth: {}
+`, addr, addr, filepath.Join(dir, "state.db"), rs.URL)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath); code != 0 || errOut != "" {
+		t.Fatalf("revoke with no grant: %d %s", code, errOut)
+	}
+
+	run := func(body func(base string, cs *mcp.ClientSession)) {
+		t.Helper()
+		cfg, err := config.Load(cfgPath, resolver(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveCtx, stop := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+		base := "http://" + addr
+		waitHealthy(t, base)
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body(base, cs)
+		cs.Close()
+		stop()
+		if err := <-errc; err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	}
+	whoami := func(cs *mcp.ClientSession) (string, bool) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "tracker.whoami"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	run(func(base string, cs *mcp.ClientSession) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "authorize_connector", Arguments: map[string]any{"connector": "tracker"}})
+		if err != nil || res.IsError {
+			t.Fatalf("authorize_connector: %v %+v", err, res)
+		}
+		var st struct{ AuthorizationURL string }
+		_ = json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &st)
+		jar, _ := cookiejar.New(nil)
+		human := &http.Client{Jar: jar}
+		back, err := p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page := get(t, back.String()); !strings.Contains(page, "Connected") {
+			t.Fatalf("callback: %s", page)
+		}
+		if text, isErr := whoami(cs); isErr || !strings.Contains(text, "subject=alice") {
+			t.Fatalf("whoami: %s", text)
+		}
+	})
+	run(func(base string, cs *mcp.ClientSession) { // after a restart
+		if text, isErr := whoami(cs); isErr || !strings.Contains(text, "subject=alice") {
+			t.Fatalf("whoami after a restart: %s", text)
+		}
+	})
+	code, out, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, "revoked the grant at "+p.Issuer) {
+		t.Fatalf("revoke: %d %q %q", code, out, errOut)
+	}
+	run(func(base string, cs *mcp.ClientSession) {
+		if text, isErr := whoami(cs); !isErr || !strings.Contains(text, `"recovery":"oauth"`) {
+			t.Fatalf("whoami after revoke: %s", text)
+		}
+	})
+	// Every grant change is in the store's audit trail.
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.ListAudit(ctx, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, r := range recs {
+		if r.Target == "connector:tracker" {
+			actions = append(actions, r.Action)
+		}
+	}
+	for _, want := range []string{"oauth.flow_started", "oauth.granted", "oauth.revoked"} {
+		if !slices.Contains(actions, want) {
+			t.Errorf("audit trail %v lacks %s", actions, want)
+		}
+	}
+}
+
+// TestOAuthRevoke_RefusesOnMemory: the CLI cannot reach a running server's
+// in-memory grants.
+func TestOAuthRevoke_RefusesOnMemory(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfgPath, []byte("publicUrl: http://127.0.0.1:1\nconnectors:\n  - id: tracker\n    url: http://127.0.0.1:1/mcp\n    oauth: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath)
+	if code != 1 || !strings.Contains(errOut, "memory:") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+}
+
+// TestDownstreamOAuth_Replicas: two connecta replicas on one PostgreSQL
+// store behind one publicUrl. A flow started on replica A completes with
+// the callback on replica B; both then use the same grant; when the access
+// token expires under concurrent calls on both, exactly one refresh happens
+// (advisory lock).
+func TestDownstreamOAuth_Replicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two servers on a throwaway PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	cluster := pgtest.Start(t)
+	dbURL := cluster.Database(t)
+	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 3 * time.Second})
+	rs := oidctest.NewProtectedServer(t, p)
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(255 - i)
+	}
+	t.Setenv("CONNECTA_TEST_VAULT_KEY", base64.StdEncoding.EncodeToString(key))
+	t.Setenv("CONNECTA_TEST_STORE_URL", dbURL)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	public := "http://" + addrB // the load balancer sends browsers to B
+	sessions := map[string]*mcp.ClientSession{}
+	for name, addr := range map[string]string{"A": addrA, "B": addrB} {
+		yaml := fmt.Sprintf(`listen: %s
+publicUrl: %s
+executor: {spares: 0}
+store: {url: "${env:CONNECTA_TEST_STORE_URL}"}
+vault: {keys: [{id: k1, key: "${env:CONNECTA_TEST_VAULT_KEY}"}], active: k1}
+connectors:
+  - id: tracker
+    url: %s
+    oauth: {}
+`, addr, public, rs.URL)
+		cfg, err := config.Parse("replica-"+name+".yaml", []byte(yaml), resolver(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveCtx, stop := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+		t.Cleanup(func() {
+			stop()
+			if err := <-errc; err != nil {
+				t.Errorf("replica %s: %v", name, err)
+			}
+		})
+		waitHealthy(t, "http://"+addr)
+		client := mcp.NewClient(&mcp.Implementation{Name: "replica-" + name, Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions[name] = cs
+	}
+	tool := func(name, tool string, args map[string]any) (string, bool) {
+		res, err := sessions[name].CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Errorf("%s %s: %v", name, tool, err)
+			return "", true
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	text, _ := tool("A", "authorize_connector", map[string]any{"connector": "tracker"})
+	var st struct{ Status, AuthorizationURL string }
+	if json.Unmarshal([]byte(text), &st) != nil || st.Status != "authorization_required" {
+		t.Fatalf("A: %s", text)
+	}
+	text, _ = tool("B", "authorize_connector", map[string]any{"connector": "tracker"})
+	var stB struct{ Status, AuthorizationURL string }
+	if json.Unmarshal([]byte(text), &stB) != nil || stB.Status != "pending" || stB.AuthorizationURL != st.AuthorizationURL {
+		t.Fatalf("B sees %s, want A's pending flow", text)
+	}
+	jar, _ := cookiejar.New(nil)
+	human := &http.Client{Jar: jar}
+	back, err := p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(back.String(), public+"/oauth/callback/tracker?") {
+		t.Fatalf("callback %s is not on B", back)
+	}
+	if page := get(t, back.String()); !strings.Contains(page, "Connected") {
+		t.Fatalf("callback on B: %s", page)
+	}
+	for _, name := range []string{"A", "B"} {
+		if text, isErr := tool(name, "call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
+			t.Fatalf("replica %s: %s", name, text)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		name := []string{"A", "B"}[i%2]
+		wg.Go(func() {
+			if text, isErr := tool(name, "call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
+				t.Errorf("replica %s after expiry: %s", name, text)
+			}
+		})
+	}
+	wg.Wait()
+	refreshes := 0
+	for _, addr := range []string{addrA, addrB} {
+		m := get(t, "http://"+addr+"/metrics")
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, `connecta_oauth_refreshes_total{connector="tracker",outcome="ok"} `) {
+				n, _ := strconv.Atoi(strings.Fields(l)[1])
+				refreshes += n
+			}
+		}
+	}
+	if refreshes != 1 {
+		t.Fatalf("refreshes across both replicas = %d, want exactly 1", refreshes)
+	}
 }

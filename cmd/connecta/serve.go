@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"syscall"
 	"time"
@@ -47,6 +48,9 @@ type serveOptions struct {
 	stdin      io.ReadCloser
 	stdout     io.WriteCloser
 	log        *slog.Logger
+	// reload delivers SIGHUP; the configuration is re-read from source.
+	reload <-chan os.Signal
+	source reloadSource
 }
 
 // build is the application as serve runs it (package app, the constructor
@@ -69,11 +73,23 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		}
 		defer ln.Close()
 	}
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		var err error
+		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return metricsListenError(cfg.MetricsListen, err)
+		}
+		defer mln.Close()
+	}
 	a, err := build(ctx, cfg, o.log, true, o.oauthStore)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if mln != nil {
+		stopMetrics := serveMetrics(mln, a.Server, o.log)
+		defer stopMetrics()
+	}
 	notifier := newNotifier(o.log)
 	defer notifier.stop()
 
@@ -86,6 +102,18 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	if o.stdio {
 		o.log.Info("serving MCP over stdio", "version", buildVersion(), "connectors", len(cfg.Connectors))
 		notifier.ready(poolAlive)
+		stopReloads := make(chan struct{})
+		defer close(stopReloads)
+		go func() {
+			for {
+				select {
+				case <-o.reload:
+					reload(a, o.source, o.log)
+				case <-stopReloads:
+					return
+				}
+			}
+		}()
 		err := a.Server.ServeStdio(ctx, o.stdin, o.stdout)
 		notifier.stopping()
 		return err
@@ -108,10 +136,15 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		return poolAlive(ctx)
 	})
 
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http: %w", err)
-	case <-ctx.Done():
+	for running := true; running; {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("http: %w", err)
+		case <-o.reload:
+			reload(a, o.source, o.log)
+		case <-ctx.Done():
+			running = false
+		}
 	}
 	notifier.stopping()
 	o.log.Info("shutting down", "inFlight", a.Server.InFlight(), "grace", shutdownGrace.String())
@@ -132,6 +165,38 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	<-errc
 	o.log.Info("stopped")
 	return nil
+}
+
+// serveMetrics serves /metrics alone on its own listener (metricsListen)
+// until the returned stop is called.
+func serveMetrics(ln net.Listener, s *server.Server, log *slog.Logger) (stop func()) {
+	srv := &http.Server{
+		Handler:           s.MetricsHandler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	log.Info("serving /metrics", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
+		<-done
+	}
+}
+
+func metricsListenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen %s: address already in use: another process holds it; choose another address with `metricsListen:` in the configuration file", addr)
+	}
+	return fmt.Errorf("metricsListen %s: %w", addr, err)
 }
 
 // listenError says how to pick another address when this one is taken.

@@ -109,3 +109,15 @@ func TestCLI_StoreWritingCommandsRefuseMemoryAndMissingVault(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctor_ChecksTheStore: doctor reports the store reachable, its schema
+// current and a write-read round trip; an unreachable one is a failure.
+func TestDoctor_ChecksTheStore(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeStoreConfig(t, dir, "sqlite:"+filepath.Join(dir, "state.db"), "")
+	code, out, errOut := runCLI("doctor", "--config", cfg)
+	want := fmt.Sprintf("store: ok (sqlite, schema %d of %d, write-read round trip", store.LatestSchema(), store.LatestSchema())
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("doctor: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -208,7 +208,12 @@ func (r *Recorder) Record(e Event) {
 	}
 	r.mu.Unlock()
 
-	r.logger.Info("activity",
+	// A success is routine (debug); a failure is what an operator looks for.
+	level := slog.LevelInfo
+	if e.Outcome == OutcomeSuccess {
+		level = slog.LevelDebug
+	}
+	r.logger.Log(context.Background(), level, "activity",
 		slog.String("id", e.ID),
 		slog.String("requestId", e.RequestID),
 		slog.String("actor", e.Actor),

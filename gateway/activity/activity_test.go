@@ -49,7 +49,7 @@ func TestV2_EventJSONShape(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "activity.jsonl")
 	var logBuf bytes.Buffer
-	r, err := New(Options{File: file, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil)), ServerName: "connecta", ServerVersion: "1.2.3"})
+	r, err := New(Options{File: file, Logger: slog.New(slog.NewJSONHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})), ServerName: "connecta", ServerVersion: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestV2_EventJSONShape(t *testing.T) {
 	if info.Mode().Perm() != 0o600 {
 		t.Fatalf("file mode %v, want 0600", info.Mode().Perm())
 	}
-	// One slog line per event, with the same payload-free fields.
+	// One slog line per event (a success at debug), with the same payload-free fields.
 	if n := strings.Count(logBuf.String(), `"msg":"activity"`); n != 2 {
 		t.Fatalf("want 2 log lines, got %d: %s", n, logBuf.String())
 	}

@@ -126,10 +126,11 @@ func (q *Queue) Acquire(ctx context.Context) (waited time.Duration, err error) {
 	w.elem = q.queue.PushBack(w)
 	q.totals.Queued++
 	q.changedLocked()
+	wait := q.opts.QueueTimeout // Resize may change it
 	q.mu.Unlock()
 
 	start := time.Now()
-	timer := time.NewTimer(q.opts.QueueTimeout)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var refusal error
 	select {
@@ -223,6 +224,26 @@ func (q *Queue) Close() {
 	close(q.closedCh)
 	for e := q.queue.Front(); e != nil; e = q.queue.Front() {
 		q.queue.Remove(e).(*waiter).done = true // not granted: the waiter reports closed
+	}
+	q.changedLocked()
+}
+
+// Resize changes the limits (a configuration reload). Held permits stay
+// held; when Active grows, the oldest waiters take the new permits at once;
+// waits already timing keep the timeout they started with.
+func (q *Queue) Resize(active, maxQueue int, queueTimeout time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.opts.Active, q.opts.MaxQueue, q.opts.QueueTimeout = max(active, 1), max(maxQueue, 0), queueTimeout
+	for q.active < q.opts.Active && !q.closed {
+		front := q.queue.Front()
+		if front == nil {
+			break
+		}
+		w := q.queue.Remove(front).(*waiter)
+		w.done = true
+		q.active++
+		close(w.granted)
 	}
 	q.changedLocked()
 }

@@ -194,3 +194,35 @@ func TestConcurrent_NeverMoreThanActive(t *testing.T) {
 		t.Fatalf("peak %d, snapshot %+v", peak, s)
 	}
 }
+
+// A reload that grows the pool hands the new permits to the oldest waiters
+// at once; one that shrinks it lets held permits run out.
+func TestResize_GrowAdmitsWaitersShrinkKeepsHeldPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Options{Active: 1, MaxQueue: 4, QueueTimeout: time.Minute})
+		ctx := context.Background()
+		if _, err := q.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		first, second := queued(t, q, ctx), queued(t, q, ctx)
+		q.Resize(3, 4, time.Minute)
+		for _, ch := range []<-chan error{first, second} {
+			if err := <-ch; err != nil {
+				t.Fatalf("waiter after growing: %v", err)
+			}
+		}
+		if s := q.Snapshot(); s.Active != 3 || s.MaxActive != 3 || s.Queued != 0 {
+			t.Fatalf("after growing %+v", s)
+		}
+		q.Resize(1, 0, time.Minute)
+		q.Release()
+		q.Release()
+		if _, err := q.Acquire(ctx); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("a third permit with one allowed and one held: %v", err)
+		}
+		q.Release()
+		if _, err := q.Acquire(ctx); err != nil {
+			t.Fatalf("after the held permits ran out: %v", err)
+		}
+	})
+}

@@ -106,11 +106,11 @@ static uint32_t out_len;
 /* QuickJS polls the interrupt handler every 10,000 interpreter ticks. A loop
    of a few ticks around an expensive builtin ("y".repeat(25e6)) would go
    minutes between polls, so the allocator polls too: at every large
-   allocation and every POLL_ALLOC_COUNT small ones. When the host says stop,
-   the allocation fails (an out of memory the guest may catch, but the host
-   has already decided the run is over and QuickJS's next poll is
-   uncatchable). Builtins that neither allocate nor poll remain: see the
-   guest package documentation. */
+   allocation and every POLL_ALLOC_COUNT small ones. When the host decides
+   the run is over, should_interrupt does not return: the host traps the
+   whole call (package guest), so nothing here can catch it. Builtins that
+   neither allocate nor poll remain: the parent watches the child's CPU for
+   those (package supervisor). */
 #define POLL_ALLOC_BYTES (64u << 10)
 #define POLL_ALLOC_COUNT 4096u
 static uint32_t allocs_since_poll;

@@ -66,7 +66,7 @@ type Cluster struct {
 // Start initializes and starts a cluster that lives until t ends.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := start()
+	c, err := Launch()
 	if err != nil {
 		unavailable(t, err)
 	}
@@ -109,7 +109,9 @@ func versionOf(binDir string) int {
 	return v
 }
 
-func start() (*Cluster, error) {
+// Launch initializes and starts a cluster outside a test (benchmarks); the
+// caller must Close it.
+func Launch() (*Cluster, error) {
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -184,20 +186,29 @@ func (c *Cluster) URL(name string) string {
 // Database creates a fresh, empty database and returns its URL.
 func (c *Cluster) Database(t testing.TB) string {
 	t.Helper()
+	u, err := c.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return u
+}
+
+// CreateDatabase creates a fresh, empty database and returns its URL.
+func (c *Cluster) CreateDatabase(ctx context.Context) (string, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "t_" + hex.EncodeToString(b[:])
 	db, err := sql.Open("pgx", c.URL("postgres"))
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return "", err
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
+		return "", fmt.Errorf("create database: %w", err)
 	}
-	return c.URL(name)
+	return c.URL(name), nil
 }
 
 // Restart starts the server (again, on the same port and data) and waits

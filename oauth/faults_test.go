@@ -1,0 +1,369 @@
+package oauth_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connecta-dev/connecta/oauth"
+	oidctest "github.com/connecta-dev/connecta/test/oidc"
+)
+
+// badServer is a deliberately broken downstream + authorization server on
+// one origin: each field replaces one answer with a fault.
+type badServer struct {
+	srv *httptest.Server
+	// prm replaces the protected resource metadata body ("" = a good one).
+	prm string
+	// asm edits the authorization server metadata (nil = a good one).
+	asm func(map[string]any)
+	// token replaces the token endpoint's answer ("" = a good token).
+	token string
+}
+
+func newBadServer(t *testing.T) *badServer {
+	b := &badServer{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, b.srv.URL+"/.well-known/oauth-protected-resource/mcp"))
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if b.prm != "" {
+			fmt.Fprint(w, b.prm)
+			return
+		}
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, b.srv.URL+"/mcp", b.srv.URL)
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		m := map[string]any{
+			"issuer": b.srv.URL, "authorization_endpoint": b.srv.URL + "/authorize", "token_endpoint": b.srv.URL + "/token",
+			"registration_endpoint": b.srv.URL + "/register", "response_types_supported": []string{"code"},
+			"code_challenge_methods_supported": []string{"S256"},
+		}
+		if b.asm != nil {
+			b.asm(m)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+	})
+	mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"client_id":"bad-client","token_endpoint_auth_method":"none"}`)
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		if b.token != "" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, b.token)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"good-access-token-123","token_type":"Bearer","expires_in":300,"refresh_token":"good-refresh-123"}`)
+	})
+	b.srv = httptest.NewServer(mux)
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+func faultManager(t *testing.T, downstream string) (*oauth.Manager, *oauth.MemoryStore, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := "http://" + ln.Addr().String()
+	st := oauth.NewMemoryStore()
+	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}},
+		[]oauth.Connector{{ID: "tracker", URL: downstream}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/oauth/callback/", m.Callback)
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return m, st, public
+}
+
+func noGrant(t *testing.T, st *oauth.MemoryStore) {
+	t.Helper()
+	if _, err := st.Open(context.Background(), "tracker", "grant"); err == nil {
+		t.Fatal("a grant was written")
+	}
+}
+
+// TestDiscoveryFaultsAreTyped: each broken answer during discovery is a
+// clear typed failure that writes nothing.
+func TestDiscoveryFaultsAreTyped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	huge := `{"resource":"` + strings.Repeat("x", 2<<20) + `"}`
+	for _, tc := range []struct {
+		name string
+		set  func(b *badServer)
+		code oauth.Code
+		want string
+	}{
+		{"malformed resource metadata", func(b *badServer) { b.prm = `{"resource": [` }, oauth.CodeAuthRequired, "protected resource metadata"},
+		{"huge resource metadata", func(b *badServer) { b.prm = huge }, oauth.CodeAuthRequired, "protected resource metadata"},
+		{"metadata for another resource", func(b *badServer) {
+			b.prm = `{"resource":"https://elsewhere.example/mcp","authorization_servers":["https://elsewhere.example"]}`
+		}, oauth.CodeAuthRequired, "protected resource metadata"},
+		{"authorization server off-origin issuer", func(b *badServer) {
+			b.asm = func(m map[string]any) { m["issuer"] = "https://impostor.example" }
+		}, oauth.CodeAuthRequired, "refused"},
+		{"no PKCE S256", func(b *badServer) {
+			b.asm = func(m map[string]any) { m["code_challenge_methods_supported"] = []string{"plain"} }
+		}, oauth.CodeAuthRequired, "S256"},
+		{"no way to identify the client", func(b *badServer) {
+			b.asm = func(m map[string]any) { delete(m, "registration_endpoint") }
+		}, oauth.CodeAuthRequired, "clientId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBadServer(t)
+			tc.set(b)
+			m, st, _ := faultManager(t, b.srv.URL+"/mcp")
+			_, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+			if err == nil || err.Code != tc.code || !strings.Contains(err.Message, tc.want) {
+				t.Fatalf("got %v (%v), want %s mentioning %q", err, errCode(err), tc.code, tc.want)
+			}
+			if len(err.Message) > 1200 {
+				t.Fatalf("message is %d bytes", len(err.Message))
+			}
+			noGrant(t, st)
+			if _, oerr := st.Open(ctx, "tracker", "flow"); oerr == nil {
+				t.Fatal("a flow was written")
+			}
+		})
+	}
+}
+
+func errCode(e *oauth.Error) oauth.Code {
+	if e == nil {
+		return ""
+	}
+	return e.Code
+}
+
+// TestServersDownAreUnavailable: a downstream or authorization server that
+// does not answer is unavailable, naming its origin.
+func TestServersDownAreUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	m, _, _ := faultManager(t, dead+"/mcp")
+	_, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err == nil || err.Code != oauth.CodeUnavailable || err.Host != dead {
+		t.Fatalf("downstream down: %+v", err)
+	}
+
+	// The real provider, stopped after the protected server started.
+	p := oidctest.Start(t, oidctest.Options{})
+	rs := oidctest.NewProtectedServer(t, p)
+	p.Stop()
+	m2, st, _ := faultManager(t, rs.URL)
+	_, err = m2.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err == nil || err.Code != oauth.CodeUnavailable || err.Host != p.Issuer {
+		t.Fatalf("authorization server down: %+v", err)
+	}
+	noGrant(t, st)
+}
+
+// TestTokenEndpointFaults: garbage or a dead token endpoint at the callback
+// is a plain page saying so, and no grant.
+func TestTokenEndpointFaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		token  string
+		status int
+		want   string
+	}{
+		{"not JSON", `<html>oops</html>`, http.StatusBadRequest, "not usable"},
+		{"no access token", `{"token_type":"Bearer"}`, http.StatusBadRequest, "not usable"},
+		{"not a bearer token", `{"access_token":"abcdefgh","token_type":"DPoP"}`, http.StatusBadRequest, "not Bearer"},
+		{"an OAuth error", `{"error":"invalid_grant"}`, http.StatusBadRequest, "invalid_grant"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBadServer(t)
+			b.token = tc.token
+			m, st, public := faultManager(t, b.srv.URL+"/mcp")
+			s, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(s.AuthorizationURL)
+			cb := public + "/oauth/callback/tracker?code=some-code&state=" + url.QueryEscape(u.Query().Get("state"))
+			status, page := get(t, http.DefaultClient, cb)
+			if status != tc.status || !strings.Contains(page, tc.want) || !strings.Contains(page, "Nothing was stored") {
+				t.Fatalf("%d %s", status, page)
+			}
+			noGrant(t, st)
+		})
+	}
+	t.Run("down", func(t *testing.T) {
+		b := newBadServer(t)
+		m, st, public := faultManager(t, b.srv.URL+"/mcp")
+		s, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.srv.Close()
+		u, _ := url.Parse(s.AuthorizationURL)
+		status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state")))
+		if status != http.StatusBadGateway || !strings.Contains(page, "could not be reached") {
+			t.Fatalf("%d %s", status, page)
+		}
+		noGrant(t, st)
+	})
+}
+
+// TestReplayedCodeRefused: a code already exchanged, delivered with a new
+// flow's state, is refused by the authorization server; the new flow
+// writes no grant and the old grant is untouched.
+func TestReplayedCodeRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newRig(t, oidctest.Options{}, nil)
+	st, _ := r.m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	jar := newJar()
+	human := &http.Client{Jar: jar}
+	back, err := r.p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := get(t, human, back.String()); status != http.StatusOK {
+		t.Fatal("first callback failed")
+	}
+	before, _ := r.store.Open(ctx, "tracker", "grant")
+	// A forced second flow (operator), then the old code with its state.
+	st2, gerr := r.m.Authorize(ctx, "tracker", true, oauth.Caller{Operator: true})
+	if gerr != nil || st2.Status != oauth.StatusAuthorizationRequired {
+		t.Fatalf("force: %+v %v", st2, gerr)
+	}
+	u, _ := url.Parse(st2.AuthorizationURL)
+	replay := r.public + "/oauth/callback/tracker?code=" + url.QueryEscape(back.Query().Get("code")) + "&state=" + url.QueryEscape(u.Query().Get("state")) +
+		"&iss=" + url.QueryEscape(r.p.Issuer)
+	status, page := get(t, human, replay)
+	if status != http.StatusBadRequest || !strings.Contains(page, "invalid_grant") {
+		t.Fatalf("replayed code: %d %s", status, page)
+	}
+	after, _ := r.store.Open(ctx, "tracker", "grant")
+	if string(before) != string(after) {
+		t.Fatal("the replayed code changed the grant")
+	}
+}
+
+func newJar() http.CookieJar {
+	jar, _ := cookiejar.New(nil)
+	return jar
+}
+
+// TestClientIdentityOrder: the configured client first, then a client ID
+// metadata document (supported by the server and an https publicUrl), then
+// dynamic registration.
+func TestClientIdentityOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.asm = func(m map[string]any) { m["client_id_metadata_document_supported"] = true }
+	clientOf := func(public string, c oauth.Connector) string {
+		t.Helper()
+		c.ID, c.URL = "tracker", b.srv.URL+"/mcp"
+		m, err := oauth.New(oauth.Options{PublicURL: public, Store: oauth.NewMemoryStore()}, []oauth.Connector{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		u, _ := url.Parse(st.AuthorizationURL)
+		if u.Query().Get("code_challenge_method") != "S256" || u.Query().Get("resource") != b.srv.URL+"/mcp" ||
+			u.Query().Get("redirect_uri") != public+"/oauth/callback/tracker" {
+			t.Fatalf("authorization URL %s", u)
+		}
+		return u.Query().Get("client_id")
+	}
+	if got := clientOf("https://connecta.example.com", oauth.Connector{ClientID: "operator-client"}); got != "operator-client" {
+		t.Errorf("configured client: %q", got)
+	}
+	if got := clientOf("https://connecta.example.com", oauth.Connector{}); got != "https://connecta.example.com/oauth/client-metadata.json" {
+		t.Errorf("metadata document: %q", got)
+	}
+	if got := clientOf("http://127.0.0.1:9", oauth.Connector{}); got != "bad-client" {
+		t.Errorf("dynamic registration with an http publicUrl: %q", got)
+	}
+
+	// The document itself.
+	m, _ := oauth.New(oauth.Options{PublicURL: "https://connecta.example.com", Store: oauth.NewMemoryStore()},
+		[]oauth.Connector{{ID: "tracker", URL: b.srv.URL + "/mcp"}})
+	rec := httptest.NewRecorder()
+	m.ClientMetadata(rec, httptest.NewRequest("GET", "/oauth/client-metadata.json", nil))
+	var doc struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		AuthMethod   string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.ClientID != "https://connecta.example.com/oauth/client-metadata.json" ||
+		len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != "https://connecta.example.com/oauth/callback/tracker" || doc.AuthMethod != "none" {
+		t.Fatalf("client metadata document: %s", rec.Body)
+	}
+}
+
+// TestConfiguredClient: an operator-registered confidential client at the
+// real provider completes the flow with its secret.
+func TestConfiguredClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := "http://" + ln.Addr().String()
+	p := oidctest.Start(t, oidctest.Options{Clients: []oidctest.Client{{
+		ID: "connecta-ops", Secret: "ops-secret-0123456789", RedirectURIs: []string{public + "/oauth/callback/tracker"},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, AuthMethod: "client_secret_post",
+	}}})
+	rs := oidctest.NewProtectedServer(t, p)
+	st := oauth.NewMemoryStore()
+	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st},
+		[]oauth.Connector{{ID: "tracker", URL: rs.URL, ClientID: "connecta-ops", ClientSecret: "ops-secret-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/oauth/callback/", m.Callback)
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	s, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	human := &http.Client{Jar: newJar()}
+	back, err := p.Authorize(ctx, human, s.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, page := get(t, human, back.String()); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	if _, err := st.Open(ctx, "tracker", "client"); err == nil {
+		t.Fatal("a configured client was registered dynamically")
+	}
+}

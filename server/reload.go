@@ -1,0 +1,97 @@
+package server
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"time"
+)
+
+// settings are what a reload may change in a running server. Each request
+// reads them once, so it finishes on the settings it started with.
+type settings struct {
+	tokens          []tokenEntry
+	requests        RequestLimits
+	hostCallTimeout time.Duration
+	code            CodeTool
+}
+
+// settingsNow returns the settings in force.
+func (s *Server) settingsNow() *settings {
+	if set := s.live.Load(); set != nil {
+		return set
+	}
+	// A Server not built by New (unit tests of one method).
+	return &settings{requests: s.opts.Requests, hostCallTimeout: s.opts.HostCallTimeout, code: s.opts.Code}
+}
+
+// requestLimits are the request limits in force.
+func (s *Server) requestLimits() RequestLimits { return s.settingsNow().requests }
+
+// Reloadable is what SIGHUP reloads into a running server (DECISIONS:
+// auth, execute.*, requests.* except listen). Zero limits take defaults as
+// in New; a nil Code keeps the current execute_code.
+type Reloadable struct {
+	Tokens          []Token
+	Requests        RequestLimits
+	HostCallTimeout time.Duration
+	Code            CodeTool
+}
+
+// Reload installs new settings atomically: requests already admitted keep
+// theirs, the next request authenticates against the new tokens and is
+// admitted under the new limits. An invalid set changes nothing.
+func (s *Server) Reload(r Reloadable) error {
+	tokens, err := hashTokens(r.Tokens)
+	if err != nil {
+		return err
+	}
+	if s.opts.Code == nil && r.Code != nil {
+		return fmt.Errorf("server: execute_code cannot be added by a reload")
+	}
+	cur := s.settingsNow()
+	next := &settings{tokens: tokens, requests: requestDefaults(r.Requests), hostCallTimeout: r.HostCallTimeout, code: r.Code}
+	if next.hostCallTimeout <= 0 {
+		next.hostCallTimeout = DefaultHostCallTimeout
+	}
+	if next.code == nil {
+		next.code = cur.code
+	}
+	q := next.requests
+	s.admission.resize(q.MaxActive, q.MaxQueue, q.QueueTimeout, q.RetryAfter)
+	s.live.Store(next)
+	return nil
+}
+
+func hashTokens(ts []Token) ([]tokenEntry, error) {
+	out := make([]tokenEntry, 0, len(ts))
+	for _, t := range ts {
+		if t.Value == "" {
+			return nil, fmt.Errorf("server: token %q is empty", t.Name)
+		}
+		out = append(out, tokenEntry{name: t.Name, operator: t.Operator, hash: sha256.Sum256([]byte(t.Value))})
+	}
+	return out, nil
+}
+
+// requestDefaults fills zero request limits with the defaults.
+func requestDefaults(r RequestLimits) RequestLimits {
+	if r.MaxActive <= 0 {
+		r.MaxActive = DefaultMaxActive
+	}
+	if r.MaxQueue < 0 {
+		r.MaxQueue = 0
+	}
+	if r.QueueTimeout <= 0 {
+		r.QueueTimeout = DefaultQueueTimeout
+	}
+	if r.RetryAfter <= 0 {
+		r.RetryAfter = DefaultRetryAfter
+	}
+	if r.MaxBodyBytes <= 0 {
+		r.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if r.BodyTimeout <= 0 {
+		r.BodyTimeout = DefaultBodyTimeout
+	}
+	return r
+}
