@@ -163,3 +163,24 @@ func BenchmarkP4_FiveCallExecution(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkP4_ScopedSessionOpen is the added cost alone: one scoped
+// session's initialize and notifications/initialized over loopback, and
+// its close (the DELETE).
+func BenchmarkP4_ScopedSessionOpen(b *testing.B) {
+	d := newStatefulHTTP(b)
+	g, err := New(context.Background(), Options{Connectors: []ConnectorSpec{{ID: "s", URL: d.url}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	c := g.lookup("s")
+	b.ResetTimer()
+	for range b.N {
+		ls, err := c.connect(context.Background(), true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ls.close()
+	}
+}

@@ -36,12 +36,12 @@ func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp
 	return res, nil
 }
 
-// discoveryFailure renders a discovery error: typed when it is a
-// *gateway.Error, else a plain text error.
+// discoveryFailure renders a discovery error in the typed envelope; an
+// error discovery did not type is result_processing_failed.
 func discoveryFailure(err error) *mcp.CallToolResult {
 	var gerr *gateway.Error
-	if errors.As(err, &gerr) {
-		return failureResult(gerr)
+	if !errors.As(err, &gerr) {
+		gerr = gateway.Errorf(gateway.CodeResultProcessingFailed, false, "search_tools failed: %s", err.Error())
 	}
-	return textError(err.Error())
+	return failureResult(gerr)
 }

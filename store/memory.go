@@ -22,6 +22,8 @@ type memStore struct {
 	secrets  map[SecretKey]SealedSecret
 	flows    map[string]OAuthFlow
 	audit    []AuditRecord // oldest first
+	tokens   []AccessToken
+	sessions map[string]OperatorSession
 }
 
 type memResult struct {
@@ -31,11 +33,12 @@ type memResult struct {
 
 func newMemory(now func() time.Time, m *metrics) *memStore {
 	return &memStore{
-		now:     now,
-		m:       m,
-		results: make(map[string]*memResult),
-		secrets: make(map[SecretKey]SealedSecret),
-		flows:   make(map[string]OAuthFlow),
+		now:      now,
+		m:        m,
+		results:  make(map[string]*memResult),
+		secrets:  make(map[SecretKey]SealedSecret),
+		flows:    make(map[string]OAuthFlow),
+		sessions: make(map[string]OperatorSession),
 	}
 }
 

@@ -25,6 +25,13 @@ const (
 	opTakeFlow      = "take_oauth_flow"
 	opAppendAudit   = "append_audit"
 	opListAudit     = "list_audit"
+	opPutToken      = "put_token"
+	opGetToken      = "get_token"
+	opListTokens    = "list_tokens"
+	opRevokeToken   = "revoke_token"
+	opPutSession    = "put_session"
+	opGetSession    = "get_session"
+	opDeleteSession = "delete_session"
 	opPing          = "ping"
 	opMigrate       = "migrate"
 )
@@ -32,7 +39,9 @@ const (
 var allOps = []string{
 	opPutResult, opResultWindow, opSweepResults, opAppendActiv, opListActivity, opPruneActivity,
 	opPutSecret, opGetSecret, opDeleteSecret, opListSecrets, opReplaceSecret,
-	opPutFlow, opTakeFlow, opAppendAudit, opListAudit, opPing, opMigrate,
+	opPutFlow, opTakeFlow, opAppendAudit, opListAudit,
+	opPutToken, opGetToken, opListTokens, opRevokeToken, opPutSession, opGetSession, opDeleteSession,
+	opPing, opMigrate,
 }
 
 // metrics are connecta_store_operation_duration_seconds{op} and

@@ -123,7 +123,7 @@ func (s *sqlStore) setHealth(h Health) {
 
 // isOutcome reports the sentinel answers that are not failures.
 func isOutcome(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired) || errors.Is(err, ErrTooLarge)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrConflict)
 }
 
 // classify keeps sentinels and the caller's own cancellation as they are and
@@ -267,9 +267,14 @@ func (s *sqlStore) SweepResults(ctx context.Context, now time.Time, limit int) (
 		if err != nil {
 			return err
 		}
-		// Expired OAuth flows go with the same bounded job.
-		_, err = s.db.ExecContext(ctx, s.d.rebind(
+		// Expired OAuth flows and console sessions go with the same bounded job.
+		if _, err = s.db.ExecContext(ctx, s.d.rebind(
 			`DELETE FROM oauth_flows WHERE state IN (SELECT state FROM oauth_flows WHERE expires_at_ms <= ? LIMIT ?)`),
+			now.UnixMilli(), limit); err != nil {
+			return err
+		}
+		_, err = s.db.ExecContext(ctx, s.d.rebind(
+			`DELETE FROM operator_sessions WHERE digest IN (SELECT digest FROM operator_sessions WHERE expires_at_ms <= ? LIMIT ?)`),
 			now.UnixMilli(), limit)
 		return err
 	})

@@ -32,6 +32,8 @@ type Store interface {
 	Secrets
 	OAuthFlows
 	Audit
+	Tokens
+	Sessions
 
 	// Ping checks that the backend answers (a trivial query).
 	Ping(ctx context.Context) error
@@ -185,11 +187,58 @@ type Audit interface {
 	ListAudit(ctx context.Context, limit int) ([]AuditRecord, error)
 }
 
+// AccessToken is an issued token's record. The secret itself is never
+// stored: Digest is what a presented token is looked up by.
+type AccessToken struct {
+	ID        string
+	Digest    string
+	Name      string
+	CreatedBy string
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero = does not expire
+	RevokedAt time.Time // zero = not revoked
+	RevokedBy string
+}
+
+// Tokens keeps issued access tokens.
+type Tokens interface {
+	// PutToken inserts a new token; a duplicate id or digest is ErrConflict.
+	PutToken(ctx context.Context, t AccessToken) error
+	// TokenByDigest is ErrNotFound when no token has that digest (revoked
+	// and expired ones are returned: the caller decides).
+	TokenByDigest(ctx context.Context, digest string) (AccessToken, error)
+	// ListTokens returns every token, newest first.
+	ListTokens(ctx context.Context) ([]AccessToken, error)
+	// RevokeToken marks a token revoked; it reports whether one was (and
+	// was not already revoked).
+	RevokeToken(ctx context.Context, id, by string, at time.Time) (bool, error)
+}
+
+// OperatorSession is a console session, found by the digest of its cookie.
+type OperatorSession struct {
+	Digest     string
+	Subject    string
+	Email      string
+	CSRFDigest string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+}
+
+// Sessions keeps console sessions (a sign-in may land on any replica).
+type Sessions interface {
+	PutSession(ctx context.Context, s OperatorSession) error
+	// GetSession is ErrNotFound when absent, ErrExpired at or past expiry.
+	GetSession(ctx context.Context, digest string, now time.Time) (OperatorSession, error)
+	DeleteSession(ctx context.Context, digest string) (bool, error)
+}
+
 // Sentinel errors; match with errors.Is.
 var (
 	ErrNotFound = errors.New("not found")
 	ErrExpired  = errors.New("expired")
 	ErrTooLarge = errors.New("larger than the store's bound")
+	// ErrConflict: a row with that key already exists.
+	ErrConflict = errors.New("already exists")
 	// ErrUnavailable matches every failure of the backend itself (down,
 	// unreachable, timed out, refused): the caller answers `unavailable`.
 	ErrUnavailable = errors.New("store unavailable")

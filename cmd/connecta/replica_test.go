@@ -224,6 +224,23 @@ func TestReplicas_StoreDownFailsOnlyWhatNeedsItAndRecovers(t *testing.T) {
 	if code := getJSON(t, "http://"+a.addr+"/health", &h); code != 200 || h.Status != "degraded" || h.Store.State != "failed" {
 		t.Fatalf("/health with the store down: %d %+v", code, h)
 	}
+	var act struct {
+		Error map[string]any `json:"error"`
+	}
+	if code := getJSON(t, "http://"+a.addr+"/activity", &act); code != http.StatusServiceUnavailable ||
+		act.Error["code"] != "unavailable" || act.Error["component"] != "store" {
+		t.Fatalf("/activity with the store down: %d %+v", code, act)
+	}
+	resp, err := http.Get("http://" + a.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`connecta_store_errors_total\{op="get_result"\} [1-9]`).Match(metrics) ||
+		!strings.Contains(string(metrics), `connecta_store_operation_duration_seconds_count{op="put_result"}`) {
+		t.Fatalf("store metrics after the failures:\n%s", grepLines(string(metrics), "connecta_store_"))
+	}
 
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)

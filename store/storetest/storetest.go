@@ -40,6 +40,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("VaultValueCannotMoveOwner", func(t *testing.T) { vaultMoved(t, b) })
 	t.Run("OAuthFlowTakenOnce", func(t *testing.T) { oauthFlows(t, b) })
 	t.Run("AuditNewestFirst", func(t *testing.T) { audit(t, b) })
+	t.Run("TokensByDigestAndRevoked", func(t *testing.T) { tokens(t, b) })
+	t.Run("SessionsExpire", func(t *testing.T) { sessions(t, b) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { concurrent(t, b) })
 }
 
@@ -405,5 +407,62 @@ func concurrent(t *testing.T, b Backend) {
 	}
 	if live == 0 || live > bound/size {
 		t.Fatalf("%d results live after concurrent puts; the bound allows 1..%d", live, bound/size)
+	}
+}
+
+func tokens(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	base := time.UnixMilli(1_700_000_000_000).UTC()
+	for i := range 3 {
+		tok := store.AccessToken{ID: fmt.Sprint("t", i), Digest: fmt.Sprint("d", i), Name: "laptop", CreatedBy: "alice",
+			CreatedAt: base.Add(time.Duration(i) * time.Second)}
+		if i == 2 {
+			tok.ExpiresAt = base.Add(time.Hour)
+		}
+		if err := s.PutToken(c, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutToken(c, store.AccessToken{ID: "t9", Digest: "d1", CreatedAt: base}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate digest: %v, want ErrConflict", err)
+	}
+	got, err := s.TokenByDigest(c, "d2")
+	if err != nil || got.ID != "t2" || !got.ExpiresAt.Equal(base.Add(time.Hour)) || !got.RevokedAt.IsZero() {
+		t.Fatalf("by digest: %+v, %v", got, err)
+	}
+	if _, err := s.TokenByDigest(c, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown digest: %v", err)
+	}
+	if ok, err := s.RevokeToken(c, "t1", "bob", base.Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("revoke: %v, %v", ok, err)
+	}
+	if ok, _ := s.RevokeToken(c, "t1", "bob", base.Add(time.Minute)); ok {
+		t.Fatal("revoked twice")
+	}
+	list, err := s.ListTokens(c)
+	if err != nil || len(list) != 3 || list[0].ID != "t2" || list[1].RevokedBy != "bob" || list[1].RevokedAt.IsZero() {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+}
+
+func sessions(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	now := time.Now()
+	if err := s.PutSession(c, store.OperatorSession{Digest: "s1", Subject: "sub", Email: "a@example.com", CSRFDigest: "c",
+		ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetSession(c, "s1", now)
+	if err != nil || got.Email != "a@example.com" {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	if _, err := s.GetSession(c, "s1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrExpired) {
+		t.Fatalf("expired: %v", err)
+	}
+	if ok, err := s.DeleteSession(c, "s1"); !ok || err != nil {
+		t.Fatalf("delete: %v, %v", ok, err)
+	}
+	if _, err := s.GetSession(c, "s1", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted: %v", err)
 	}
 }

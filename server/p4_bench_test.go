@@ -1,0 +1,38 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/connecta-dev/connecta/gateway"
+)
+
+// BenchmarkP4_FiveCallProgramOverLoopback is what a session per execution
+// costs end to end: execute_code running five connecta.call()s against a
+// go-sdk server over loopback HTTP, on a connector with sharedSession: true
+// and on one with a session per execution (one more initialize and
+// notifications/initialized per run; the DELETE is off the caller's path).
+func BenchmarkP4_FiveCallProgramOverLoopback(b *testing.B) {
+	sharedPool(b)
+	url := newDownstream(b).url + "/mcp"
+	h := newHarness(b, harnessOptions{code: withCode, extra: []gateway.ConnectorSpec{
+		{ID: "shared", URL: url, SharedSession: true},
+		{ID: "fresh", URL: url},
+	}})
+	cs := h.connect(b, "")
+	for _, id := range []string{"shared", "fresh"} {
+		code := `async () => { for (let i = 0; i < 5; i++) await connecta.call("` + id + `.echo", {i}); return 5 }`
+		args, _ := json.Marshal(map[string]string{"code": code})
+		b.Run(id, func(b *testing.B) {
+			if res := call(b, cs, "execute_code", string(args)); res.IsError {
+				b.Fatalf("warm-up: %s", textOf(b, res))
+			}
+			b.ResetTimer()
+			for range b.N {
+				if res := call(b, cs, "execute_code", string(args)); res.IsError {
+					b.Fatalf("%s", textOf(b, res))
+				}
+			}
+		})
+	}
+}
