@@ -575,7 +575,9 @@ connectors:
 	}
 	serveCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{}), oauthStore: oauth.NewMemoryStore()}) }()
+	go func() {
+		errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{}), oauthStore: oauth.NewMemoryStore()})
+	}()
 	defer func() { stop(); <-errc }()
 	base := "http://" + addr
 	waitHealthy(t, base)
