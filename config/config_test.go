@@ -737,3 +737,32 @@ func TestStoreAndVault_Refusals(t *testing.T) {
 		t.Fatalf("the embedded default names its store (so serve does not warn): %v", err)
 	}
 }
+
+// A connector's `oauth` and a token's `operator` decode as written.
+func TestOAuthAndOperator_Decoded(t *testing.T) {
+	cfg, err := Parse("oauth.yaml", []byte(`publicUrl: https://connecta.example.com
+auth:
+  tokens:
+    - {name: ops, token: "${env:CONNECTA_TOKEN}", operator: true}
+connectors:
+  - id: docs
+    url: https://mcp.docs.example.com/mcp
+    oauth: {}
+  - id: tracker
+    url: https://mcp.tracker.example.com/mcp
+    oauth: {clientId: connecta, clientSecret: "${env:TRACKER_KEY}", scopes: [read, write]}
+`), testResolver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Auth.Tokens[0].Operator {
+		t.Error("operator: true not decoded")
+	}
+	if o := cfg.Connector("docs").OAuth; o == nil || o.ClientID != "" || len(o.Scopes) != 0 {
+		t.Errorf("oauth: {} decoded as %+v", o)
+	}
+	o := cfg.Connector("tracker").OAuth
+	if o == nil || o.ClientID != "connecta" || o.ClientSecret.Reveal() != testSecrets["TRACKER_KEY"] || strings.Join(o.Scopes, " ") != "read write" {
+		t.Errorf("oauth decoded as %+v", o)
+	}
+}

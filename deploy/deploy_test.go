@@ -344,7 +344,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 // sources (Name: "connecta_…"); nil when the sources are not there.
 func exportedMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
-	re := regexp.MustCompile(`Name:\s*"(connecta_[a-z_]+)"`)
+	re := regexp.MustCompile(`(?:Name:\s*|NewDesc\()"(connecta_[a-z_]+)"`)
 	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../gateway/activity", "../contract", "../store", "../oauth"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {

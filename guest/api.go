@@ -103,6 +103,12 @@ type EngineOptions struct {
 	// bodies again (our wazero patch, third_party/wazero.patch). The caller
 	// must make sure nobody else can write it (the sandbox checks ours, 0700).
 	CacheDir string
+	// Snapshot, when set, is a post-initialization snapshot that
+	// MarshalSnapshot of this same build encoded: the engine restores it
+	// instead of initializing QuickJS and running its setup code. One from
+	// another build is refused with ErrSnapshotMismatch. The engine keeps it:
+	// the caller must not modify it.
+	Snapshot []byte
 	// MemoryLimitBytes caps wasm linear memory (the backstop above the JS
 	// heap limit). Zero picks a cap comfortably above DefaultHeapBytes.
 	MemoryLimitBytes uint64

@@ -127,7 +127,12 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		return nil, fmt.Errorf("guest: compile quickjs.wasm: %w", err)
 	}
 	e.compiled = compiled
-	if err := e.takeSnapshot(ctx); err != nil {
+	if opts.Snapshot != nil {
+		err = e.restoreSnapshot(ctx, opts.Snapshot)
+	} else {
+		err = e.takeSnapshot(ctx)
+	}
+	if err != nil {
 		_ = rt.Close(ctx)
 		return nil, err
 	}

@@ -7,12 +7,12 @@ import (
 // The child is the same binary re-executed with this argv (the environment is
 // empty, so everything the child needs travels here):
 //
-//	<exe> ChildMarker ArgvVersion <mode> <parentPID> <cacheDir|-> <memoryLimitBytes> <cpuLimitSeconds>
+//	<exe> ChildMarker ArgvVersion <mode> <parentPID> <cacheDir|-> <memoryLimitBytes> <cpuLimitSeconds> <snapshot|->
 //
 // and the IPC pipes as fd ChildInFD (parent → child) and ChildOutFD (child → parent).
 const (
 	ChildMarker = "__connecta_sandbox_child__"
-	ArgvVersion = "1"
+	ArgvVersion = "2"
 	ChildInFD   = 3
 	ChildOutFD  = 4
 )
@@ -30,6 +30,10 @@ type ChildArgs struct {
 	CacheDir         string // empty = compile in memory
 	MemoryLimitBytes uint64 // wasm linear memory cap; 0 = engine default
 	CPULimitSeconds  uint64 // RLIMIT_CPU backstop; 0 = none
+	// Snapshot names the post-initialization snapshot the warm-up wrote in
+	// CacheDir and the parent's checksum of it, "<file name>:<sha256 hex>";
+	// empty = initialize afresh.
+	Snapshot string
 }
 
 // Argv renders the arguments after the executable path.
@@ -38,8 +42,12 @@ func (a ChildArgs) Argv() []string {
 	if dir == "" {
 		dir = "-"
 	}
+	snap := a.Snapshot
+	if snap == "" {
+		snap = "-"
+	}
 	return []string{ChildMarker, ArgvVersion, a.Mode, strconv.Itoa(a.ParentPID), dir,
-		strconv.FormatUint(a.MemoryLimitBytes, 10), strconv.FormatUint(a.CPULimitSeconds, 10)}
+		strconv.FormatUint(a.MemoryLimitBytes, 10), strconv.FormatUint(a.CPULimitSeconds, 10), snap}
 }
 
 // ParseChildArgs recognises a child's os.Args. ok is false when the process
@@ -49,7 +57,7 @@ func ParseChildArgs(args []string) (a ChildArgs, ok bool, err error) {
 	if len(args) < 2 || args[1] != ChildMarker {
 		return a, false, nil
 	}
-	if len(args) != 8 || args[2] != ArgvVersion {
+	if len(args) != 9 || args[2] != ArgvVersion {
 		return a, true, errBadArgv
 	}
 	a.Mode = args[3]
@@ -60,6 +68,9 @@ func ParseChildArgs(args []string) (a ChildArgs, ok bool, err error) {
 	a.ParentPID = pid
 	if args[5] != "-" {
 		a.CacheDir = args[5]
+	}
+	if args[8] != "-" {
+		a.Snapshot = args[8]
 	}
 	var err2, err3 error
 	a.MemoryLimitBytes, err2 = strconv.ParseUint(args[6], 10, 64)

@@ -95,6 +95,13 @@ type Message struct {
 	Level string `json:"level,omitempty"`
 	Text  string `json:"text,omitempty"`
 
+	// ready (warm mode): the snapshot file the warm-up wrote in the cache
+	// directory, for the parent to checksum and hand to every child.
+	Snapshot string `json:"snap,omitempty"`
+	// ready (serve mode): why the child initialized afresh instead of
+	// restoring the snapshot it was handed; empty when it restored it.
+	SnapshotFallback string `json:"snapFallback,omitempty"`
+
 	Run  *Run  `json:"run,omitempty"`
 	Done *Done `json:"done,omitempty"`
 }

@@ -9,10 +9,14 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,7 +65,7 @@ func runChild(a ipc.ChildArgs) int {
 		return exitIO
 	}
 	ctx := context.Background()
-	eng, note, err := openEngine(ctx, a)
+	eng, note, fallback, err := openEngine(ctx, a)
 	if note != "" {
 		fmt.Fprintln(os.Stderr, "sandbox:", note)
 	}
@@ -77,12 +81,14 @@ func runChild(a ipc.ChildArgs) int {
 		fmt.Fprintln(os.Stderr, "sandbox: hardening:", err)
 		return exitHardening
 	}
-	return serve(ctx, eng, ipc.NewReader(in), ipc.NewWriter(out))
+	return serve(ctx, eng, fallback, ipc.NewReader(in), ipc.NewWriter(out))
 }
 
 // openEngine loads the compiled module from the cache directory when it is
-// usable, else compiles in memory; note explains a fallback.
-func openEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, note string, err error) {
+// usable, else compiles in memory; note explains a fallback. It restores the
+// snapshot the parent handed over when that verifies, and otherwise says in
+// fallback why it initialized afresh (the parent warns and counts it).
+func openEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, note, fallback string, err error) {
 	dir := a.CacheDir
 	if dir != "" {
 		if err := checkCacheDir(dir); err != nil {
@@ -90,16 +96,58 @@ func openEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, note s
 			dir = ""
 		}
 	}
-	eng, err = guest.NewEngine(ctx, engineOptions(dir, a.MemoryLimitBytes))
+	opts := engineOptions(dir, a.MemoryLimitBytes)
+	if a.Snapshot != "" {
+		if dir == "" {
+			fallback = "the cache directory holding the snapshot is unusable"
+		} else if opts.Snapshot, err = loadSnapshot(dir, a.Snapshot); err != nil {
+			fallback = err.Error()
+		}
+	}
+	eng, err = guest.NewEngine(ctx, opts)
+	if err != nil && opts.Snapshot != nil {
+		fallback = fmt.Sprintf("snapshot refused: %v", err)
+		opts.Snapshot = nil
+		eng, err = guest.NewEngine(ctx, opts)
+	}
 	if err != nil && dir != "" {
 		note = fmt.Sprintf("compilation cache failed, compiling in memory: %v", err)
-		eng, err = guest.NewEngine(ctx, engineOptions("", a.MemoryLimitBytes))
+		opts.CacheDir = ""
+		eng, err = guest.NewEngine(ctx, opts)
 	}
-	return eng, note, err
+	return eng, note, fallback, err
+}
+
+// maxSnapshotBytes bounds what loadSnapshot reads (a snapshot is ~260 KB).
+const maxSnapshotBytes = 64 << 20
+
+// loadSnapshot reads the snapshot named in the child's arguments
+// ("<file>:<sha256 hex>") from the cache directory and checks it against
+// the parent's checksum and this build's file name.
+func loadSnapshot(dir, arg string) ([]byte, error) {
+	name, sum, ok := strings.Cut(arg, ":")
+	if !ok || name != guest.SnapshotFileName() {
+		return nil, fmt.Errorf("snapshot %q is not this build's (%s)", name, guest.SnapshotFileName())
+	}
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot unreadable: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotBytes+1))
+	if err != nil || len(data) > maxSnapshotBytes {
+		return nil, fmt.Errorf("snapshot unreadable: %d bytes, %v", len(data), err)
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
+		return nil, errors.New("snapshot checksum mismatch")
+	}
+	return data, nil
 }
 
 // warmCache compiles the module into the cache directory once, for the
-// parent, before any serving child starts.
+// parent, before any serving child starts, and persists the
+// post-initialization snapshot beside it: the parent's warm-up is the only
+// writer. The snapshot's file name goes to the parent in a ready frame.
 func warmCache(a ipc.ChildArgs) int {
 	if a.CacheDir == "" {
 		return exitOK
@@ -114,8 +162,46 @@ func warmCache(a ipc.ChildArgs) int {
 		fmt.Fprintln(os.Stderr, "sandbox: warming the compilation cache:", err)
 		return exitEngine
 	}
-	_ = eng.Close()
+	defer eng.Close()
+	name, err := writeSnapshot(a.CacheDir, eng.MarshalSnapshot())
+	if err != nil {
+		// Children initialize afresh: slower, still correct.
+		fmt.Fprintln(os.Stderr, "sandbox: persisting the snapshot:", err)
+		return exitOK
+	}
+	if out := os.NewFile(ipc.ChildOutFD, "ipc-out"); out != nil {
+		_ = ipc.NewWriter(out).Write(&ipc.Message{Type: ipc.TypeReady, Snapshot: name})
+	}
 	return exitOK
+}
+
+// writeSnapshot stores data as this build's snapshot in dir (atomically:
+// a reader sees the old file or the new one) and removes other builds'.
+func writeSnapshot(dir string, data []byte) (string, error) {
+	name := guest.SnapshotFileName()
+	tmp, err := os.CreateTemp(dir, name+".*.tmp")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return "", err
+	}
+	if old, err := filepath.Glob(filepath.Join(dir, "snapshot-*.bin")); err == nil {
+		for _, o := range old {
+			if filepath.Base(o) != name {
+				_ = os.Remove(o)
+			}
+		}
+	}
+	return name, nil
 }
 
 // warmCodecs builds encoding/json's decoder and encoders for the frames
@@ -128,8 +214,8 @@ func warmCodecs() {
 }
 
 // serve runs the child's one conversation: ready, run, calls/logs, done.
-func serve(ctx context.Context, eng *guest.Engine, r *ipc.Reader, w *ipc.Writer) int {
-	if err := w.Write(&ipc.Message{Type: ipc.TypeReady}); err != nil {
+func serve(ctx context.Context, eng *guest.Engine, fallback string, r *ipc.Reader, w *ipc.Writer) int {
+	if err := w.Write(&ipc.Message{Type: ipc.TypeReady, SnapshotFallback: fallback}); err != nil {
 		return exitIO // the parent is gone
 	}
 	m, err := r.Read()

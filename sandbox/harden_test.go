@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/connecta-dev/connecta/guest"
 	"github.com/connecta-dev/connecta/ipc"
 )
 
@@ -199,10 +200,11 @@ func TestCache_WarmKeepsWazerosOwnDirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ents) != 1 || ents[0].Name() != currentCacheVersionDir() {
-			t.Fatalf("cache holds %v, want only %s", ents, currentCacheVersionDir())
+		// The compilation cache, and the snapshot the warm-up persists.
+		if len(ents) != 2 || ents[0].Name() != guest.SnapshotFileName() || ents[1].Name() != currentCacheVersionDir() {
+			t.Fatalf("cache holds %v, want %s and %s", ents, guest.SnapshotFileName(), currentCacheVersionDir())
 		}
-		files, _ := os.ReadDir(filepath.Join(dir, ents[0].Name()))
+		files, _ := os.ReadDir(filepath.Join(dir, ents[1].Name()))
 		if len(files) == 0 {
 			t.Fatal("no compiled module in the cache")
 		}

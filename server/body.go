@@ -8,7 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // The /mcp body is read by connecta, not by the SDK, so that
@@ -149,8 +152,36 @@ func (s *Server) bodyRead(next http.Handler) http.Handler {
 		}
 		r.Body = &heldBody{b: body}
 		r.ContentLength = int64(len(body))
+		if len(body) < bigBodyBytes {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// The SDK copies a body several times over while it decodes it;
+		// large ones take turns at that, weighted by size, and their garbage
+		// is collected as each ends, so memory stays near one held copy per
+		// request rather than several per request times the GC's headroom.
+		weight := min(int64(len(body)), s.bigBodies.capacity)
+		if err := s.bigBodies.sem.Acquire(r.Context(), weight); err != nil {
+			return // the client went away while waiting
+		}
 		next.ServeHTTP(w, r)
+		s.bigBodies.sem.Release(weight)
+		runtime.GC()
 	})
+}
+
+// bigBodyBytes is where a body starts to take turns (bodyRead).
+const bigBodyBytes = 1 << 20
+
+// bigBodyGate admits large bodies into the SDK's decoding by total size.
+type bigBodyGate struct {
+	sem      *semaphore.Weighted
+	capacity int64
+}
+
+func newBigBodyGate(maxBody int64) bigBodyGate {
+	capacity := max(maxBody, bigBodyBytes)
+	return bigBodyGate{sem: semaphore.NewWeighted(capacity), capacity: capacity}
 }
 
 // errBodyTooLarge is a body over requests.maxBodyBytes.

@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/server"
 )
@@ -94,9 +98,10 @@ func trickle(addr string, every time.Duration, stop <-chan struct{}) string {
 		}
 		got <- strings.TrimSpace(line)
 	}()
+	_, _ = c.Write([]byte{body[0]}) // at once: the request then waits for a permit
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for i := 0; ; i++ {
+	for i := 1; ; i++ {
 		select {
 		case line := <-got:
 			return line
@@ -132,7 +137,7 @@ func TestBodyTimeout_TricklersEnd408AndANormalCallerGetsThrough(t *testing.T) {
 	}
 	start := time.Now()
 	cs := h.connect(t, "")
-	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "skills", Arguments: map[string]any{}}); err != nil {
 		t.Fatalf("normal caller: %v", err)
 	}
 	if waited := time.Since(start); waited > bodyTimeout+time.Second {
@@ -144,4 +149,48 @@ func TestBodyTimeout_TricklersEnd408AndANormalCallerGetsThrough(t *testing.T) {
 			t.Errorf("trickler %d ended %q, want 408", i, r)
 		}
 	}
+}
+
+// BenchmarkBodyTimeout_NormalCallerP99During16Trickling keeps 16
+// connections trickling bodies (each replaced as soon as it is cut off) and
+// reports a normal caller's p99 latency (a skills call: one admitted request each) with the default
+// bodyTimeoutMs (target ≤ bodyTimeoutMs + 1 s).
+func BenchmarkBodyTimeout_NormalCallerP99During16Trickling(b *testing.B) {
+	h := newHarness(b, harnessOptions{requests: server.RequestLimits{MaxActive: 16, MaxQueue: 32, QueueTimeout: 5 * time.Second}})
+	addr := strings.TrimPrefix(h.url, "http://")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 125 * time.Millisecond) // spread their deadlines over the timeout
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				trickle(addr, 200*time.Millisecond, stop)
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for h.srv.Health().Admission.Requests.Active < 16 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cs := h.connect(b, "")
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // sample at random phases
+		start := time.Now()
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "skills", Arguments: map[string]any{}}); err != nil { // tools/list may come from the client's cache
+			b.Fatalf("normal caller: %v", err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	p99 := lat[min(len(lat)-1, len(lat)*99/100)]
+	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max-ms")
 }

@@ -147,6 +147,7 @@ type Server struct {
 	publicHost      string // host[:port] of PublicURL, "" when unset
 	draining        atomic.Bool
 	live            atomic.Pointer[settings] // what a reload may change (reload.go)
+	bigBodies       bigBodyGate              // large bodies take turns at decoding (body.go)
 }
 
 type serverMetrics struct {
@@ -196,6 +197,7 @@ func New(opts Options) (*Server, error) {
 		s.publicHost = u.Host
 		s.opts.TrustedOrigins = append(s.opts.TrustedOrigins, u.Scheme+"://"+u.Host)
 	}
+	s.bigBodies = newBigBodyGate(opts.Requests.MaxBodyBytes)
 	tokens, err := hashTokens(opts.Tokens)
 	if err != nil {
 		return nil, err

@@ -71,6 +71,7 @@ func (p *Pool) spawn(mode string) (*child, error) {
 			CacheDir:         p.cacheDir,
 			MemoryLimitBytes: p.opts.MemoryLimitBytes,
 			CPULimitSeconds:  p.cpuLimitSeconds(),
+			Snapshot:         p.snapshot,
 		}.Argv()
 	}
 	c := &child{

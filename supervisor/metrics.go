@@ -24,6 +24,7 @@ type metrics struct {
 	crashes              *prometheus.CounterVec // phase: startup|run
 	guestCPU             prometheus.Histogram
 	guestHeap            prometheus.Histogram
+	snapshotFallbacks    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -57,6 +58,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Guest CPU time per execution.", Buckets: []float64{.0001, .0005, .001, .005, .01, .025, .05, .1, .25, .5, 1}}),
 		guestHeap: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "connecta_guest_peak_heap_bytes",
 			Help: "Peak JS heap per execution.", Buckets: prometheus.ExponentialBuckets(64<<10, 4, 9)}),
+		snapshotFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "connecta_sandbox_snapshot_fallbacks_total",
+			Help: "Children that initialized afresh because the persisted snapshot did not verify."}),
 	}
 	for _, r := range []string{"queue_full", "timeout", "cancelled", "closed"} {
 		m.rejections.WithLabelValues(r)
@@ -73,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.slots, m.inUse, m.queued, m.queueWait, m.admissions, m.rejections,
-		m.executions, m.duration, m.spawnDuration, m.spares, m.sparesMinimum, m.sparesTarget, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap} {
+		m.executions, m.duration, m.spawnDuration, m.spares, m.sparesMinimum, m.sparesTarget, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap, m.snapshotFallbacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("supervisor: registering metrics: %w", err)
 		}

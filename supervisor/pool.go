@@ -9,6 +9,8 @@ package supervisor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,6 +36,7 @@ type Pool struct {
 	m        *metrics
 	adm      *admission
 	cacheDir string
+	snapshot string // "<file>:<sha256>" for ChildArgs.Snapshot; "" = none
 
 	ready   chan *child // a seat hands its ready child to a session
 	closing chan struct{}
@@ -181,7 +185,9 @@ func privateDir(dir string) error {
 }
 
 // warm compiles the module into the cache once, in a child (the parent never
-// loads the engine), before any serving child starts.
+// loads the engine), before any serving child starts. The warm-up also
+// persists the post-initialization snapshot and names it in a ready frame;
+// the parent checksums the file and hands name and checksum to every child.
 func (p *Pool) warm(ctx context.Context) error {
 	if p.cacheDir == "" {
 		return nil
@@ -191,7 +197,28 @@ func (p *Pool) warm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.retire(c, true)
+	c.closeInput()
+	// No exit grace here: compiling takes about 0.7 s of CPU, seconds of
+	// wall on a busy machine; ctx bounds it.
+	var snapshot string
+	for reading := true; reading; {
+		select {
+		case in := <-c.in:
+			switch {
+			case in.err != nil:
+				reading = false
+			case in.m.Type == ipc.TypeReady && snapshot == "" && in.m.Snapshot != "":
+				snapshot = in.m.Snapshot
+			default:
+				p.log.Warn("warm-up child sent an unexpected frame; killed", "type", in.m.Type)
+				c.kill(killProtocol, p.m)
+			}
+		case <-ctx.Done():
+			c.kill(killStartup, p.m)
+			<-c.exited
+			return fmt.Errorf("supervisor: warming the compilation cache: %w", ctx.Err())
+		}
+	}
 	select {
 	case <-c.exited:
 	case <-ctx.Done():
@@ -204,8 +231,41 @@ func (p *Pool) warm(ctx context.Context) error {
 		p.log.Warn("warming the compilation cache failed; children will try again themselves", "status", st, "stderr", tailText)
 		return nil
 	}
-	p.log.Debug("compilation cache warm", "dir", p.cacheDir, "duration", time.Since(start))
+	if snapshot != "" {
+		sum, err := snapshotChecksum(p.cacheDir, snapshot)
+		if err != nil {
+			p.log.Warn("warm-up snapshot unusable; children initialize afresh", "err", err)
+		} else {
+			p.snapshot = snapshot + ":" + sum
+		}
+	}
+	p.log.Debug("compilation cache warm", "dir", p.cacheDir, "snapshot", p.snapshot, "duration", time.Since(start))
 	return nil
+}
+
+// maxSnapshotBytes bounds the snapshot file the parent reads (~260 KB).
+const maxSnapshotBytes = 64 << 20
+
+// snapshotChecksum is the hex sha256 of the snapshot file name in dir, which
+// must be a plain snapshot-*.bin name (it came from a child).
+func snapshotChecksum(dir, name string) (string, error) {
+	if filepath.Base(name) != name || !strings.HasPrefix(name, "snapshot-") || !strings.HasSuffix(name, ".bin") {
+		return "", fmt.Errorf("snapshot name %q refused", name)
+	}
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, maxSnapshotBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if n > maxSnapshotBytes {
+		return "", fmt.Errorf("snapshot %s is over %d bytes", name, maxSnapshotBytes)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // cpuLimitSeconds is the RLIMIT_CPU backstop: above any wall deadline a run
@@ -350,6 +410,10 @@ func (p *Pool) startChild(ctx context.Context) (*child, error) {
 	case in := <-c.in:
 		if in.err == nil && in.m.Type == ipc.TypeReady {
 			p.m.spawnDuration.Observe(time.Since(start).Seconds())
+			if in.m.SnapshotFallback != "" {
+				p.m.snapshotFallbacks.Inc()
+				p.log.Warn("sandbox child initialized afresh instead of restoring the snapshot", "reason", in.m.SnapshotFallback)
+			}
 			return c, nil
 		}
 		if in.err == nil || !errors.Is(in.err, io.EOF) {

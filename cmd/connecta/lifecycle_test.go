@@ -57,7 +57,7 @@ func runTestMode() {
 }
 
 // freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,7 +75,7 @@ type serverProcess struct {
 	stderr *lockedBuffer
 }
 
-func startServer(t *testing.T, configYAML string) *serverProcess {
+func startServer(t testing.TB, configYAML string) *serverProcess {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "connecta.yaml")
