@@ -112,13 +112,14 @@ type downstream struct {
 
 	slowStarted   chan struct{}
 	slowCancelled chan struct{}
+	sleepStarted  chan struct{}
 }
 
 func boolp(b bool) *bool { return &b }
 
 func newDownstream(t testing.TB) *downstream {
 	t.Helper()
-	d := &downstream{slowStarted: make(chan struct{}, 16), slowCancelled: make(chan struct{}, 16)}
+	d := &downstream{slowStarted: make(chan struct{}, 16), slowCancelled: make(chan struct{}, 16), sleepStarted: make(chan struct{}, 64)}
 	d.mode.Store("")
 	quit := make(chan struct{})
 	newServer := func(reqCtx context.Context) *mcp.Server {
@@ -163,6 +164,10 @@ func newDownstream(t testing.TB) *downstream {
 				record(req)
 				var in struct{ Ms int }
 				_ = json.Unmarshal(req.Params.Arguments, &in)
+				select {
+				case d.sleepStarted <- struct{}{}:
+				default:
+				}
 				end := time.After(time.Duration(min(in.Ms, 10_000)) * time.Millisecond)
 				tick := time.NewTicker(50 * time.Millisecond)
 				defer tick.Stop()

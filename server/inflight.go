@@ -97,7 +97,7 @@ func (m *memoryInflight) Cancel(actor, requestID string) CancelResult {
 // quotes (so "1" and 1 differ, as JSON-RPC says), a number is written the
 // way strconv formats the float it denotes. "" means no usable id.
 func rpcIDKey(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
+	raw = bytes.Trim(raw, " \t\r\n") // JSON whitespace only
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return ""
 	}
@@ -109,7 +109,11 @@ func rpcIDKey(raw json.RawMessage) string {
 		}
 		return strconv.Quote(s)
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		f, err := strconv.ParseFloat(string(raw), 64)
+		var n json.Number // JSON's number grammar, which ParseFloat is looser than
+		if json.Unmarshal(raw, &n) != nil {
+			return ""
+		}
+		f, err := strconv.ParseFloat(n.String(), 64)
 		if err != nil {
 			return ""
 		}

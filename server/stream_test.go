@@ -177,10 +177,15 @@ func TestCancel_CollidingIDsCancelNothingAcrossOneActor(t *testing.T) {
 		tokens: []server.Token{{Name: "a", Value: "token-of-actor-a-0123456789"}, {Name: "b", Value: "token-of-actor-b-0123456789"}},
 	})
 	sharedPool(t)
-	sleep := map[string]any{"code": `async () => (await connecta.call("down.sleep", {ms: 600})).slept`}
+	sleep := map[string]any{"code": `async () => (await connecta.call("down.sleep", {ms: 2000})).slept`}
+	inFlight := func(n int) {
+		for range n {
+			<-h.down.sleepStarted
+		}
+	}
 	first := h.reply(t, rpcCall(1, "execute_code", sleep, nil), "token-of-actor-a-0123456789")
 	second := h.reply(t, rpcCall(1, "execute_code", sleep, nil), "token-of-actor-a-0123456789")
-	time.Sleep(250 * time.Millisecond) // both in flight
+	inFlight(2)
 	h.cancel(t, 1, "token-of-actor-a-0123456789")
 	h.cancel(t, 99, "token-of-actor-a-0123456789")
 	for _, answer := range []<-chan string{first, second} {
@@ -192,7 +197,7 @@ func TestCancel_CollidingIDsCancelNothingAcrossOneActor(t *testing.T) {
 	// run with the same id completes.
 	ofA := h.reply(t, rpcCall(1, "execute_code", sleep, nil), "token-of-actor-a-0123456789")
 	ofB := h.reply(t, rpcCall(1, "execute_code", sleep, nil), "token-of-actor-b-0123456789")
-	time.Sleep(250 * time.Millisecond)
+	inFlight(2)
 	h.cancel(t, 1, "token-of-actor-b-0123456789")
 	if body := <-ofB; !strings.Contains(body, "executor_cancelled") {
 		t.Fatalf("b's run: %s", body)
@@ -215,10 +220,9 @@ func TestStream_ProgressCarriesEachConsoleEntryWhileTheProgramRuns(t *testing.T)
 	sharedPool(t)
 	h := newHarness(t, harnessOptions{code: withStreamingCode})
 	code := `async () => { console.log("first line"); await connecta.call("down.sleep", {ms: 400}); console.warn("second"); return 42 }`
-	start := time.Now()
 	resp := h.post(t, context.Background(), rpcCall(3, "execute_code", map[string]any{"code": code}, map[string]any{"progressToken": "tok"}), "")
 	var progress []map[string]any
-	var firstAt time.Time
+	var firstAt, lastAt time.Time
 	var result json.RawMessage
 	for m := range readSSE(t, resp) {
 		switch {
@@ -228,6 +232,7 @@ func TestStream_ProgressCarriesEachConsoleEntryWhileTheProgramRuns(t *testing.T)
 			if len(progress) == 0 {
 				firstAt = m.at
 			}
+			lastAt = m.at
 			progress = append(progress, p)
 		case m.Result != nil:
 			result = m.Result
@@ -236,8 +241,10 @@ func TestStream_ProgressCarriesEachConsoleEntryWhileTheProgramRuns(t *testing.T)
 	if len(progress) < 3 || progress[0]["message"] != "first line" || progress[len(progress)-1]["message"] != "second" {
 		t.Fatalf("progress: %v", progress)
 	}
-	if firstAt.Sub(start) > 350*time.Millisecond {
-		t.Fatalf("the first line arrived %s after the call, not while the host call slept", firstAt.Sub(start))
+	// The last line is written after the 400 ms host call: the first one
+	// reached the client while that call still ran.
+	if lastAt.Sub(firstAt) < 300*time.Millisecond {
+		t.Fatalf("the first line arrived only %s before the last: not while the host call slept", lastAt.Sub(firstAt))
 	}
 	for i, p := range progress {
 		if p["progressToken"] != "tok" || p["progress"] != float64(i+1) {
@@ -299,7 +306,7 @@ func TestStream_NoTokenNoLevelIsTheOrdinaryJSONReply(t *testing.T) {
 // request's own counter.
 func TestStream_CallToolForwardsDownstreamProgress(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	resp := h.post(t, context.Background(), rpcCall(5, "call_tool", map[string]any{"address": "down.sleep", "args": map[string]any{"ms": 180}}, map[string]any{"progressToken": 9}), "")
+	resp := h.post(t, context.Background(), rpcCall(5, "call_tool", map[string]any{"address": "down.sleep", "args": map[string]any{"ms": 400}}, map[string]any{"progressToken": 9}), "")
 	var msgs []string
 	for m := range readSSE(t, resp) {
 		if m.Method == "notifications/progress" {

@@ -53,11 +53,12 @@ async function main() {
     // the other's run completes.
     case "collide": {
       const [a, b] = [await connect(), await connect()];
-      const sleep = code(`async () => (await connecta.call("down.sleep", {ms: 700})).slept`);
+      const sleep = code(`async () => (await connecta.call("down.sleep", {ms: 2000})).slept`);
       const ac = new AbortController();
       const ca = a.callTool(sleep, undefined, { signal: ac.signal });
       const cb = b.callTool(sleep);
-      await new Promise((r) => setTimeout(r, 300));
+      print({ event: "calling" });
+      await nextLine(); // both runs are in flight
       ac.abort("only this one");
       const ra = await ca.then(() => "completed", (e) => "rejected: " + String(e));
       const rb = await cb;
