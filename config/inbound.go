@@ -50,12 +50,12 @@ type AccessTokens struct {
 
 // Inbound-auth defaults (DECISIONS.md, "New configuration keys").
 const (
-	DefaultOIDCSessionTTL         = 8 * time.Hour
-	DefaultAccessTokensMaxActive  = 100
-	MaxAccessTokensMaxActive      = 1000
-	maxRuleEntries                = 1000
-	maxOIDCSessionTTLMs           = 30 * 86_400_000
-	minOIDCSessionTTLMs           = 60_000
+	DefaultOIDCSessionTTL        = 8 * time.Hour
+	DefaultAccessTokensMaxActive = 100
+	MaxAccessTokensMaxActive     = 1000
+	maxRuleEntries               = 1000
+	maxOIDCSessionTTLMs          = 30 * 86_400_000
+	minOIDCSessionTTLMs          = 60_000
 )
 
 // AuthRequired reports whether any inbound auth is configured: then every
