@@ -3,27 +3,25 @@ package contract_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/contract"
 	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/gateway/activity"
-	"github.com/connecta-dev/connecta/gateway/discovery"
-	"github.com/connecta-dev/connecta/gateway/stash"
-	"github.com/connecta-dev/connecta/server"
-	"github.com/connecta-dev/connecta/supervisor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Through SERVER's real /mcp (the seven tools, request admission, identity):
-// execute_code is listed with its description, runs, records activity with
-// the request's identity, and a program's call and call_tool meet the same
-// refusal (S6). External package: server imports contract.
+// Through the real /mcp of the application as app.New builds it (the seven
+// tools, request admission, identity): execute_code is listed with its
+// description, runs, records activity with the request's identity, and a
+// program's call and call_tool meet the same refusal (S6). An external test
+// package, because app imports contract.
 func TestServer_ExecuteCodeThroughRealMCPEndpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: spawns sandbox children")
@@ -41,34 +39,18 @@ func TestServer_ExecuteCodeThroughRealMCPEndpoint(t *testing.T) {
 			})
 		return s
 	}
-	rec, err := activity.New(activity.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(ctx, gateway.Options{Connectors: []gateway.ConnectorSpec{{ID: "inproc", Title: "In process", InProcess: downstream}}, Activity: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	disc, err := discovery.New(discovery.Options{Catalog: gw})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cache := filepath.Join(os.TempDir(), "connecta-contract-test-cache")
-	pool, err := supervisor.New(ctx, supervisor.Options{Slots: 1, MaxQueue: 4, Spares: 1, CacheDir: cache})
+	cfg, err := config.Parse("e2e.yaml", []byte(fmt.Sprintf("connectors: []\nexecutor: {concurrency: 1, maxQueueSize: 4, spares: 1, cacheDir: %q}\n", cache)), config.Resolver{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	svc, err := contract.New(contract.Options{Gateway: gw, Discovery: disc, Pool: pool, Identity: server.RequestIdentity})
+	a, err := app.New(ctx, app.Options{Config: cfg, Executor: true,
+		Connectors: []gateway.ConnectorSpec{{ID: "inproc", Title: "In process", InProcess: downstream}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Gateway: gw, Discovery: disc, Activity: rec, Code: svc,
-		Stash: stash.NewMemory(stash.Options{MaxBytes: 1 << 20, TTL: time.Minute})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer a.Close()
+	srv, rec := a.Server, a.Activity
 	front := httptest.NewServer(srv.Handler())
 	defer front.Close()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp"}, nil)

@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -365,5 +366,58 @@ func TestConfiguredClient(t *testing.T) {
 	}
 	if _, err := st.Open(ctx, "tracker", "client"); err == nil {
 		t.Fatal("a configured client was registered dynamically")
+	}
+}
+
+// downStore is a Store whose backend stopped answering.
+type downStore struct {
+	oauth.Store
+	down bool
+}
+
+var errStoreDown = errors.New("store unavailable: connection refused")
+
+func (s *downStore) Open(ctx context.Context, c, n string) ([]byte, error) {
+	if s.down {
+		return nil, errStoreDown
+	}
+	return s.Store.Open(ctx, c, n)
+}
+
+func (s *downStore) Seal(ctx context.Context, c, n string, v []byte) error {
+	if s.down {
+		return errStoreDown
+	}
+	return s.Store.Seal(ctx, c, n, v)
+}
+
+// TestStoreDownIsUnavailable: with the store down, a call and a flow start
+// fail unavailable naming the store (component "store"), and the callback
+// says so without writing anything.
+func TestStoreDownIsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ds := &downStore{Store: oauth.NewMemoryStore()}
+	r := newRig(t, oidctest.Options{}, ds)
+	st, gerr := r.m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	human := &http.Client{Jar: newJar()}
+	back, err := r.p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.down = true
+	if status, page := get(t, human, back.String()); status != http.StatusServiceUnavailable || !strings.Contains(page, "store") {
+		t.Fatalf("callback with the store down: %d %s", status, page)
+	}
+	_, err = r.whoami(ctx)
+	var oe *oauth.Error
+	if !errors.As(err, &oe) || oe.Code != oauth.CodeUnavailable || oe.Component != "store" {
+		t.Fatalf("call with the store down: %v", err)
+	}
+	if _, gerr := r.m.Authorize(ctx, "tracker", false, oauth.Caller{}); gerr == nil || gerr.Code != oauth.CodeUnavailable || gerr.Component != "store" {
+		t.Fatalf("authorize with the store down: %+v", gerr)
 	}
 }

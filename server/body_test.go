@@ -44,7 +44,7 @@ func postMCP(t testing.TB, url, body string, header map[string]string) (int, str
 // protocol version, with or without MCP-Protocol-Version — is refused with
 // HTTP 400 and −32600 before admission, and nothing in it runs.
 func TestBatch_RefusedBeforeAdmissionForEveryVersion(t *testing.T) {
-	h := newHarness(t, harnessOptions{code: func(h *harness) server.CodeTool { sharedPool(t); return withCode(h) }})
+	h := newHarness(t, harnessOptions{code: withCode})
 	var calls []string
 	for i := range 100 {
 		calls = append(calls, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"async () => 1"}}}`, i))

@@ -11,7 +11,7 @@ import (
 // friction result_too_large with outcome success; one that fits inline —
 // including one that fits only after `fields` projection — records none.
 func TestV2_TruncatedCallToolSuccessIsResultTooLarge(t *testing.T) {
-	h := newHarness(t, harnessOptions{maxInlineBytes: 1000})
+	h := newHarness(t, harnessOptions{maxInlineBytes: 1024})
 	cs := h.connect(t, "")
 	cases := []struct {
 		name, tool, args, friction string

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,13 +21,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
-	"github.com/connecta-dev/connecta/gateway/observe"
-	"github.com/connecta-dev/connecta/gateway/stash"
-	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/sandbox"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/supervisor"
@@ -69,36 +66,13 @@ func closeSharedPool() {
 	}
 }
 
-// withCode wires the real execute_code (contract) over the harness's own
-// gateway and discovery — the wiring cmd/connecta does.
-func withCode(h *harness) server.CodeTool {
-	svc, err := contract.New(contract.Options{
-		Gateway: h.gw, Discovery: h.disc, Pool: pool,
-		Identity: server.RequestIdentity,
-	})
-	if err != nil {
-		panic(err)
-	}
-	return svc
-}
+// withCode asks the harness for the real execute_code (contract) on the
+// shared pool.
+const withCode = true
 
-// withStreamingCode is withCode plus streaming, wired as cmd/connecta does.
-func withStreamingCode(h *harness) server.CodeTool {
-	svc, err := contract.New(contract.Options{
-		Gateway: h.gw, Discovery: h.disc, Pool: pool,
-		Identity: server.RequestIdentity,
-		Notifier: func(ctx context.Context) contract.Notifier {
-			if n := server.ProgramNotifier(ctx); n != nil {
-				return n
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		panic(err)
-	}
-	return svc
-}
+// withStreamingCode is withCode: the application always wires streaming
+// (progress from a program) as serve does.
+const withStreamingCode = withCode
 
 // downstream is a real go-sdk MCP server on a loopback port that misbehaves
 // on demand: mode "401", "429", "500" answers every HTTP request so.
@@ -246,7 +220,7 @@ type harnessOptions struct {
 	requests       server.RequestLimits
 	maxInlineBytes int
 	extra          []gateway.ConnectorSpec
-	code           func(h *harness) server.CodeTool
+	code           bool // execute_code on the shared pool
 	publicURL      string
 }
 
@@ -262,55 +236,69 @@ type harness struct {
 	registry *prometheus.Registry
 }
 
+// harnessConfig is the configuration file the harness serves: the
+// downstream as connector "down", and the options as the keys an operator
+// would write.
+func harnessConfig(t testing.TB, o harnessOptions, downURL string) *config.Config {
+	t.Helper()
+	var y strings.Builder
+	y.WriteString("listen: 127.0.0.1:0\n")
+	if o.publicURL != "" {
+		fmt.Fprintf(&y, "publicUrl: %q\n", o.publicURL)
+	}
+	env := map[string]string{} // tokens are secret references, never literals
+	if len(o.tokens) > 0 {
+		y.WriteString("auth:\n  tokens:\n")
+		for i, tk := range o.tokens {
+			name := fmt.Sprintf("CONNECTA_TEST_TOKEN_%d", i)
+			env[name] = tk.Value
+			fmt.Fprintf(&y, "    - {name: %q, token: \"${env:%s}\", operator: %v}\n", tk.Name, name, tk.Operator)
+		}
+	}
+	r := o.requests
+	y.WriteString("requests:\n")
+	fmt.Fprintf(&y, "  maxQueue: %d\n", r.MaxQueue) // the harness's zero is no queue, as server.Options'
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"maxActive", int64(r.MaxActive)}, {"queueTimeoutMs", r.QueueTimeout.Milliseconds()}, {"retryAfterMs", r.RetryAfter.Milliseconds()},
+		{"maxBodyBytes", r.MaxBodyBytes}, {"bodyTimeoutMs", r.BodyTimeout.Milliseconds()}} {
+		if f.v > 0 {
+			fmt.Fprintf(&y, "  %s: %d\n", f.key, f.v)
+		}
+	}
+	if o.maxInlineBytes > 0 {
+		fmt.Fprintf(&y, "results: {maxInlineBytes: %d}\n", o.maxInlineBytes)
+	}
+	fmt.Fprintf(&y, "connectors:\n  - id: down\n    title: Downstream\n    description: Test downstream\n    guide: %q\n    url: %q\n",
+		"# Downstream guide\n\nUse echo for echoes.", downURL+"/mcp")
+	cfg, err := config.Parse("harness.yaml", []byte(y.String()), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatalf("harness configuration: %v\n%s", err, y.String())
+	}
+	return cfg
+}
+
+// newHarness is connecta as app.New builds it (the constructor serve uses)
+// over real HTTP on a loopback port.
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	ctx := context.Background()
 	h := &harness{down: newDownstream(t), registry: prometheus.NewRegistry()}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var err error
-	h.activity, err = activity.New(activity.Options{Logger: log, ServerName: "connecta", ServerVersion: "test"})
+	opts := app.Options{
+		Config:     harnessConfig(t, o, h.down.url),
+		Version:    "test",
+		Registry:   h.registry,
+		Connectors: o.extra,
+	}
+	if o.code {
+		opts.Executor, opts.Pool = true, sharedPool(t)
+	}
+	a, err := app.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := append([]gateway.ConnectorSpec{{
-		ID: "down", Title: "Downstream", Description: "Test downstream", Guide: "# Downstream guide\n\nUse echo for echoes.",
-		URL: h.down.url + "/mcp",
-	}}, o.extra...)
-	h.gw, err = gateway.New(ctx, gateway.Options{
-		Connectors: specs, Activity: h.activity,
-		Observer:  observe.New(observe.Options{Entries: 256, TTL: time.Hour}),
-		Validator: validate.New(validate.Options{CacheEntries: 64}),
-		Logger:    log, Metrics: h.registry,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.gw.Close() })
-	h.disc, err = discovery.New(discovery.Options{Catalog: h.gw, MeasureTopLevel: server.MeasureTopLevel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var code server.CodeTool
-	if o.code != nil {
-		code = o.code(h)
-	}
-	h.srv, err = server.New(server.Options{
-		Name: "connecta", Version: "test",
-		Gateway: h.gw, Discovery: h.disc,
-		Stash:          stash.NewMemory(stash.Options{MaxBytes: 64 << 20, TTL: 15 * time.Minute}),
-		Activity:       h.activity,
-		Code:           code,
-		ExecutorName:   "quickjs-wasm",
-		Tokens:         o.tokens,
-		PublicURL:      o.publicURL,
-		Requests:       o.requests,
-		MaxInlineBytes: o.maxInlineBytes,
-		Registry:       h.registry,
-		Logger:         log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(a.Close)
+	h.srv, h.gw, h.disc, h.activity = a.Server, a.Gateway, a.Discovery, a.Activity
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ const (
 
 	// §4 / S3: a discovery page over this many bytes is result_too_large. At
 	// the top level the complete tool result (both copies) is measured.
-	MaxDiscoveryResultBytes = 256000
 	// §1: instructions stay within this many characters.
 	MaxInstructionsChars = 1000
 	// §1: call_destructive_tool's reason.

@@ -2,16 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// resultTooLargeHint names the ways to ask for less (S3).
-const resultTooLargeHint = "lower limit, drop fullDescriptions, or use includeSchemas: \"compact\""
 
 // handleSearchTools runs discovery with the top-level front door (grouped
 // page, recovery keyed tool: "search_tools") over the cached catalogs, then
@@ -26,14 +22,16 @@ func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp
 	if err != nil {
 		return discoveryFailure(err), nil
 	}
+	// The complete tool result is ours to measure (S3 at the top level):
+	// discovery bounded the page, this bounds both copies as the SDK writes
+	// them, with discovery's refusal.
 	res := jsonResult(page)
 	n, err := resultSize(res)
 	if err != nil {
 		return failureResult(gateway.Errorf(gateway.CodeResultProcessingFailed, false, "search result could not be serialized")), nil
 	}
-	if n > MaxDiscoveryResultBytes {
-		return failureResult(gateway.Errorf(gateway.CodeResultTooLarge, false,
-			"search_tools result is %d bytes, over the %d-byte limit; %s", n, MaxDiscoveryResultBytes, resultTooLargeHint)), nil
+	if n > discovery.MaxResultBytes {
+		return failureResult(discovery.SearchResultTooLarge(n)), nil
 	}
 	return res, nil
 }
@@ -46,15 +44,4 @@ func discoveryFailure(err error) *mcp.CallToolResult {
 		gerr = gateway.Errorf(gateway.CodeResultProcessingFailed, false, "search_tools failed: %s", err.Error())
 	}
 	return failureResult(gerr)
-}
-
-// MeasureTopLevel is the serialized size of the complete search_tools
-// result for page: text and structuredContent, JSON escaping included, as the
-// SDK will write it. Discovery takes it as Options.MeasureTopLevel.
-func MeasureTopLevel(page []byte) int {
-	n, err := resultSize(jsonResult(json.RawMessage(page)))
-	if err != nil {
-		return len(page) * 3 // unreachable for valid JSON; errs large
-	}
-	return n
 }

@@ -89,8 +89,10 @@ type Options struct {
 	// ExecutorName is reported by /health (§14); sanitized to [\w .+-], ≤ 40.
 	ExecutorName string
 	// CodeAdmission returns the executor's payload-free admission snapshot
-	// for /health; nil reports {managedByExecutor:true}.
-	CodeAdmission func() any
+	// for /health, in the requests' shape; nil reports
+	// {managedByExecutor:true}. The application constructor (package app)
+	// fills it from the executor pool.
+	CodeAdmission func() AdmissionSnapshot
 	// StoreState reports the store into /health (nil: no store entry). It
 	// must answer from state the store already has, without a round trip.
 	StoreState func() StoreState

@@ -102,12 +102,12 @@ func TestCallTool_ValueModeAndFields(t *testing.T) {
 }
 
 func TestCallTool_OverCapIsTruncatedAndGetResultPagesItBack(t *testing.T) {
-	h := newHarness(t, harnessOptions{maxInlineBytes: 1000})
+	h := newHarness(t, harnessOptions{maxInlineBytes: 1024})
 	cs := h.connect(t, "")
 	res := call(t, cs, "call_tool", `{"address":"down.big","args":{"bytes":5000}}`)
 	text := textOf(t, res)
 	head, notice, ok := strings.Cut(text, "\n")
-	if !ok || len(head) > 1000 {
+	if !ok || len(head) > 1024 {
 		t.Fatalf("head %d bytes", len(head))
 	}
 	var n struct {

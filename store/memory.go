@@ -18,7 +18,7 @@ type memStore struct {
 	results  map[string]*memResult
 	order    []string // result ids, oldest first (insertion order)
 	total    int64
-	activity []ActivityRecord // sorted newest first
+	activity []ActivityRecord // sorted oldest first: new events append at (or near) the end
 	secrets  map[SecretKey]SealedSecret
 	flows    map[string]OAuthFlow
 	audit    []AuditRecord // oldest first
@@ -159,11 +159,13 @@ func (s *memStore) AppendActivity(ctx context.Context, batch []ActivityRecord) e
 	for _, r := range batch {
 		r.OccurredAt = r.OccurredAt.UTC().Truncate(time.Millisecond)
 		r.JSON = s.copyBytes(r.JSON)
-		i, _ := slices.BinarySearchFunc(s.activity, r, newerFirst)
+		i, _ := slices.BinarySearchFunc(s.activity, r, olderFirst)
 		s.activity = slices.Insert(s.activity, i, r)
 	}
 	return nil
 }
+
+func olderFirst(a, b ActivityRecord) int { return -newerFirst(a, b) }
 
 func (s *memStore) ListActivity(ctx context.Context, q ActivityQuery) ([]ActivityRecord, bool, error) {
 	if err := ctx.Err(); err != nil {
@@ -171,13 +173,14 @@ func (s *memStore) ListActivity(ctx context.Context, q ActivityQuery) ([]Activit
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	start := 0
+	end := len(s.activity) // walk back from the newest below end
 	if q.Before != nil {
 		pos := ActivityRecord{ID: q.Before.ID, OccurredAt: time.UnixMilli(q.Before.OccurredAtMs)}
-		start = sort.Search(len(s.activity), func(i int) bool { return newerFirst(s.activity[i], pos) > 0 })
+		end, _ = slices.BinarySearchFunc(s.activity, pos, olderFirst)
 	}
 	out := make([]ActivityRecord, 0, min(q.Limit, 64))
-	for _, r := range s.activity[start:] {
+	for i := end - 1; i >= 0; i-- {
+		r := s.activity[i]
 		if !q.matches(r) {
 			continue
 		}
@@ -205,16 +208,18 @@ func (s *memStore) PruneActivity(ctx context.Context, maxEvents int, olderThan t
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.activity)
-	if maxEvents > 0 && len(s.activity) > maxEvents {
-		s.activity = s.activity[:maxEvents]
+	drop := 0
+	if maxEvents > 0 && n > maxEvents {
+		drop = n - maxEvents
 	}
 	if !olderThan.IsZero() {
 		cut := olderThan.UnixMilli()
-		i := sort.Search(len(s.activity), func(i int) bool { return s.activity[i].OccurredAt.UnixMilli() < cut })
-		s.activity = s.activity[:i]
+		drop = max(drop, sort.Search(n, func(i int) bool { return s.activity[i].OccurredAt.UnixMilli() >= cut }))
 	}
-	s.activity = slices.Clip(s.activity)
-	return n - len(s.activity), nil
+	if drop > 0 {
+		s.activity = append([]ActivityRecord(nil), s.activity[drop:]...)
+	}
+	return drop, nil
 }
 
 func (s *memStore) PutSecret(ctx context.Context, v SealedSecret) error {

@@ -65,9 +65,6 @@ func requireEngine(t *testing.T, p *Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Err != nil && strings.Contains(res.Err.Message, "not implemented") {
-		t.Skip("guest engine not implemented yet")
-	}
 	if res.Err != nil || string(res.Value) != "2" {
 		t.Fatalf("1+1: %+v %s", res.Err, res.Value)
 	}

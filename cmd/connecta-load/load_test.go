@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,17 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connecta-dev/connecta/contract"
-	"github.com/connecta-dev/connecta/demo"
-	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/gateway/activity"
-	"github.com/connecta-dev/connecta/gateway/discovery"
-	"github.com/connecta-dev/connecta/gateway/observe"
-	"github.com/connecta-dev/connecta/gateway/stash"
-	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/sandbox"
-	"github.com/connecta-dev/connecta/server"
-	"github.com/connecta-dev/connecta/supervisor"
 )
 
 func TestMain(m *testing.M) {
@@ -44,64 +34,36 @@ func needExecutor(t *testing.T) {
 	}
 }
 
-// startConnecta serves the real stack (gateway with the built-in demo
-// connector, discovery, stash, executor, execute_code, server) over HTTP on
-// a loopback port, requiring a bearer token. It skips when the executor
-// cannot start here.
+// startConnecta serves the application as app.New builds it (the built-in
+// demo connector, execute_code) over HTTP on a loopback port, requiring a
+// bearer token. It skips when the executor cannot start here, and fails
+// instead under CONNECTA_REQUIRE_EXECUTOR.
 func startConnecta(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec, err := activity.New(activity.Options{Logger: log, ServerName: "connecta", ServerVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rec.Close() })
-	gw, err := gateway.New(ctx, gateway.Options{
-		Connectors: []gateway.ConnectorSpec{{
-			ID: demo.ID, Title: demo.Title, Description: demo.Description, Guide: demo.Guide,
-			Demo: true, InProcess: demo.NewServer,
-		}},
-		Activity:  rec,
-		Observer:  observe.New(observe.Options{Entries: 64, TTL: time.Hour}),
-		Validator: validate.New(validate.Options{CacheEntries: 64}),
-		Logger:    log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.Close() })
-	disc, err := discovery.New(discovery.Options{Catalog: gw, MeasureTopLevel: server.MeasureTopLevel})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The default compilation cache is shared across runs, so only the
 	// first run of the machine pays for compiling the engine.
-	pool, err := supervisor.New(ctx, supervisor.Options{Slots: 2, MaxQueue: 16, Logger: log})
+	yaml := "connectors:\n  - {id: demo, builtin: demo}\n" +
+		"auth: {tokens: [{name: load, token: \"${env:CONNECTA_LOAD_TEST_TOKEN}\"}]}\n" +
+		"executor: {concurrency: 2, maxQueueSize: 16}\n" +
+		"execute: {maxHostCalls: 50, hostCallTimeoutMs: 15000, maxEmittedBytes: 1048576, maxEmittedBlocks: 8}\n"
+	cfg, err := config.Parse("load.yaml", []byte(yaml), config.Resolver{LookupEnv: func(k string) (string, bool) {
+		return testToken, k == "CONNECTA_LOAD_TEST_TOKEN"
+	}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(ctx, app.Options{Config: cfg, Version: "test", Executor: true})
+	if err != nil {
+		// The executor needs nothing CI does not have: there, not starting
+		// is a failure, not a skip.
+		if os.Getenv("CONNECTA_REQUIRE_EXECUTOR") != "" {
+			t.Fatalf("executor unavailable (CONNECTA_REQUIRE_EXECUTOR is set): %v", err)
+		}
 		t.Skipf("executor unavailable here: %v", err)
 	}
-	t.Cleanup(func() { _ = pool.Close() })
-	code, err := contract.New(contract.Options{
-		Gateway: gw, Discovery: disc, Pool: pool,
-		MaxHostCalls: 50, HostCallTimeout: 15 * time.Second,
-		MaxEmittedBytes: 1 << 20, MaxEmittedBlocks: 8, MaxCodeBytes: MaxProgramBytes,
-		Identity: server.RequestIdentity, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Options{
-		Name: "connecta", Version: "test",
-		Gateway: gw, Discovery: disc, Code: code, Activity: rec,
-		Stash:        stash.NewMemory(stash.Options{MaxBytes: 16 << 20, TTL: time.Minute}),
-		ExecutorName: "quickjs-wasm",
-		Tokens:       []server.Token{{Name: "load", Value: testToken}},
-		Logger:       log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(a.Close)
+	srv := a.Server
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/store"
@@ -90,12 +91,12 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("startup failed: %v", err)
 	}
-	defer a.close()
+	defer a.Close()
 
 	failures := 0
-	for _, c := range a.gateway.Connectors() {
+	for _, c := range a.Gateway.Connectors() {
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
-		tools, err := a.gateway.Tools(cctx, c.ID)
+		tools, err := a.Gateway.Tools(cctx, c.ID)
 		cancel()
 		if err != nil {
 			failures++
@@ -106,7 +107,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "connector %s: FAILED %s%s\n", c.ID, code, err.Error())
 			// A stdio server's own words (redacted) are for the operator.
-			if tail := strings.TrimRight(a.gateway.StderrTail(c.ID), "\n"); tail != "" {
+			if tail := strings.TrimRight(a.Gateway.StderrTail(c.ID), "\n"); tail != "" {
 				fmt.Fprintf(stdout, "connector %s: stderr (last %d bytes at most):\n", c.ID, gateway.StderrTailBytes)
 				for _, line := range strings.Split(tail, "\n") {
 					fmt.Fprintf(stdout, "  | %s\n", line)
@@ -125,7 +126,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 
 	sctx, cancelStore := context.WithTimeout(ctx, doctorTimeout)
-	if rep, err := store.Check(sctx, a.state.store); err != nil {
+	if rep, err := store.Check(sctx, a.Store()); err != nil {
 		failures++
 		fmt.Fprintf(stdout, "store: FAILED %s: %v\n", store.Redact(cfg.Store.URL.Reveal()), err)
 	} else {
@@ -146,8 +147,8 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func executorSelfTest(ctx context.Context, a *app) error {
-	code := a.server.CodeTool()
+func executorSelfTest(ctx context.Context, a *app.App) error {
+	code := a.Server.CodeTool()
 	if code == nil {
 		return errors.New("execute_code is not available")
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 )
@@ -66,7 +67,7 @@ func checkClassifications(ctx context.Context, cfg *config.Config, w io.Writer) 
 		return
 	}
 	g, err := gateway.New(ctx, gateway.Options{
-		Connectors: connectorSpecs(cfg),
+		Connectors: app.ConnectorSpecs(cfg),
 		Logger:     slog.New(slog.DiscardHandler),
 		Version:    buildVersion(),
 	})

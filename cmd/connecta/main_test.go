@@ -212,8 +212,8 @@ func TestServe_WriteTimeoutCoversConfiguredWaitsAndDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
-	if got, min := a.server.HTTPServer("127.0.0.1:0").WriteTimeout, 55*time.Second; got <= min {
+	defer a.Close()
+	if got, min := a.Server.HTTPServer("127.0.0.1:0").WriteTimeout, 55*time.Second; got <= min {
 		t.Fatalf("write timeout %s must exceed %s", got, min)
 	}
 }

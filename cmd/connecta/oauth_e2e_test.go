@@ -206,6 +206,15 @@ connectors:
 	}
 	tokens = append(tokens, grantTokens(t, ctx, store)...)
 
+	// Refused again after the refresh: auth_required, the tool never ran.
+	ran = rs.Calls()
+	rs.RejectNext(2)
+	text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami"})
+	if !isErr || !strings.Contains(text, `"recovery":"oauth"`) || !strings.Contains(text, "even after a refresh") || rs.Calls() != ran {
+		t.Fatalf("call refused twice: %s (tool ran %d times)", text, rs.Calls()-ran)
+	}
+	tokens = append(tokens, grantTokens(t, ctx, store)...)
+
 	// Nothing anywhere shows a token or the code.
 	produced.WriteString(get(t, base+"/metrics"))
 	produced.WriteString(get(t, base+"/health"))
@@ -534,5 +543,77 @@ connectors:
 	}
 	if refreshes != 1 {
 		t.Fatalf("refreshes across both replicas = %d, want exactly 1", refreshes)
+	}
+}
+
+// TestDownstreamOAuth_OnlyOperatorsForce: any caller starts a flow when
+// there is no grant; over a working grant only an operator token forces a
+// new one, anyone else gets `authorized` with a message saying so.
+func TestDownstreamOAuth_OnlyOperatorsForce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, oidctest.Options{})
+	rs := oidctest.NewProtectedServer(t, p)
+	addr := freeAddr(t)
+	t.Setenv("CONNECTA_TEST_OPS", "ops-token-0123456789abcdef")
+	t.Setenv("CONNECTA_TEST_DEV", "dev-token-0123456789abcdef")
+	yaml := fmt.Sprintf(`listen: %s
+publicUrl: http://%s
+executor: {spares: 0}
+auth:
+  tokens:
+    - {name: ops, token: "${env:CONNECTA_TEST_OPS}", operator: true}
+    - {name: dev, token: "${env:CONNECTA_TEST_DEV}"}
+connectors:
+  - id: tracker
+    url: %s
+    oauth: {}
+`, addr, addr, rs.URL)
+	cfg, err := config.Parse("force.yaml", []byte(yaml), resolver(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{}), oauthStore: oauth.NewMemoryStore()})
+	}()
+	defer func() { stop(); <-errc }()
+	base := "http://" + addr
+	waitHealthy(t, base)
+	authorize := func(token string, force bool) (status, url, message string) {
+		t.Helper()
+		client := mcp.NewClient(&mcp.Implementation{Name: "force", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true,
+			HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "authorize_connector", Arguments: map[string]any{"connector": "tracker", "force": force}})
+		if err != nil || res.IsError {
+			t.Fatalf("authorize_connector: %v %+v", err, res)
+		}
+		var st struct{ Status, AuthorizationURL, Message string }
+		_ = json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &st)
+		return st.Status, st.AuthorizationURL, st.Message
+	}
+	status, link, _ := authorize("dev-token-0123456789abcdef", false)
+	if status != "authorization_required" {
+		t.Fatalf("dev without a grant: %s", status)
+	}
+	jar, _ := cookiejar.New(nil)
+	back, err := p.Authorize(ctx, &http.Client{Jar: jar}, link, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := get(t, back.String()); !strings.Contains(page, "Connected") {
+		t.Fatalf("callback: %s", page)
+	}
+	if status, link, msg := authorize("dev-token-0123456789abcdef", true); status != "authorized" || link != "" || !strings.Contains(msg, "only an operator") {
+		t.Fatalf("dev forcing: %s %s %s", status, link, msg)
+	}
+	if status, link, _ := authorize("ops-token-0123456789abcdef", true); status != "authorization_required" || link == "" {
+		t.Fatalf("operator forcing: %s %s", status, link)
 	}
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"log/slog"
-	"reflect"
 	"strings"
 
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/app"
 )
 
 // reloadSource is where SIGHUP re-reads the configuration from, with the
@@ -16,33 +14,12 @@ type reloadSource struct {
 	listen string // --listen, re-applied so it never reads as a change
 }
 
-// restartOnly names the top-level keys a reload does not apply (DECISIONS:
-// listen, store, executor.*, vault — and every key not listed as reloadable),
-// with the Config field that holds each.
-var restartOnly = []struct{ key, field string }{
-	{"listen", "Listen"}, {"publicUrl", "PublicURL"}, {"executor", "Executor"},
-	{"catalog", "Catalog"}, {"results", "Results"}, {"activity", "Activity"}, {"runtime", "Runtime"},
-	{"store", "Store"}, {"vault", "Vault"},
-}
-
-// ignoredChanges lists the restart-only keys whose values differ.
-func ignoredChanges(running, next *config.Config) []string {
-	var keys []string
-	a, b := reflect.ValueOf(running).Elem(), reflect.ValueOf(next).Elem()
-	for _, k := range restartOnly {
-		if !reflect.DeepEqual(a.FieldByName(k.field).Interface(), b.FieldByName(k.field).Interface()) {
-			keys = append(keys, k.key)
-		}
-	}
-	return keys
-}
-
 // reload applies SIGHUP: re-read and validate the file; an invalid one
 // keeps the running configuration and says why. Otherwise auth, connectors,
 // execute.* and requests.* take effect for new work at once (work in flight
 // finishes on what it started with); other changed keys are logged as
 // needing a restart.
-func (a *app) reload(src reloadSource, log *slog.Logger) {
+func reload(a *app.App, src reloadSource, log *slog.Logger) {
 	log.Info("reloading configuration", "file", src.path)
 	next, err := loadConfig(src.path, "")
 	if err == nil && src.listen != "" {
@@ -55,40 +32,7 @@ func (a *app) reload(src reloadSource, log *slog.Logger) {
 	for _, w := range next.Warnings() {
 		log.Warn("configuration", "warning", w.String())
 	}
-	var code server.CodeTool
-	if a.pool != nil {
-		if code, err = newCodeTool(next, a.gateway, a.disc, a.pool, log); err != nil {
-			log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())
-			return
-		}
-	}
-	changed, err := a.gateway.Reload(connectorSpecs(next))
-	if err != nil {
-		log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())
-		return
-	}
-	if a.oauth != nil {
-		// Validated by config.Load (url and id present): cannot fail here.
-		if err := a.oauth.SetConnectors(oauthConnectors(next)); err != nil {
-			log.Error("configuration reload: oauth connectors refused", "reason", err.Error())
-		}
-	}
-	if err := a.server.Reload(server.Reloadable{
-		Tokens: serverTokens(next), Requests: requestLimits(next),
-		HostCallTimeout: next.Execute.HostCallTimeout, Code: code,
-	}); err != nil {
-		// Tokens were validated by config.Load; this is a programming error.
-		log.Error("configuration reload: server settings refused", "reason", err.Error())
-	}
-	for _, key := range ignoredChanges(a.cfg, next) {
-		log.Warn("configuration key changed but needs a restart; ignored until then", "key", key)
-	}
-	// What runs now: the reloaded sections, the rest as started.
-	running := *a.cfg
-	running.Auth, running.Requests, running.Execute, running.Connectors = next.Auth, next.Requests, next.Execute, next.Connectors
-	a.cfg = &running
-	log.Info("configuration reloaded", "tokens", len(next.Auth.Tokens), "connectors", len(next.Connectors),
-		"added", changed.Added, "removed", changed.Removed, "changed", changed.Changed)
+	a.Reload(next, log)
 }
 
 // refusalText is a config refusal on one line (every entry, file:line).
@@ -96,20 +40,4 @@ func refusalText(err error) string {
 	var b strings.Builder
 	printRefusals(&b, err)
 	return strings.TrimSpace(strings.ReplaceAll(strings.TrimSpace(b.String()), "\n", "; "))
-}
-
-func serverTokens(cfg *config.Config) []server.Token {
-	tokens := make([]server.Token, 0, len(cfg.Auth.Tokens))
-	for _, t := range cfg.Auth.Tokens {
-		tokens = append(tokens, server.Token{Name: t.Name, Value: t.Token.Reveal(), Operator: t.Operator})
-	}
-	return tokens
-}
-
-func requestLimits(cfg *config.Config) server.RequestLimits {
-	r := cfg.Requests
-	return server.RequestLimits{
-		MaxActive: r.MaxActive, MaxQueue: r.MaxQueue, QueueTimeout: r.QueueTimeout, RetryAfter: r.RetryAfter,
-		MaxBodyBytes: r.MaxBodyBytes, BodyTimeout: r.BodyTimeout,
-	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -10,33 +9,19 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
+	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/demo"
-	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/gateway/activity"
-	"github.com/connecta-dev/connecta/gateway/discovery"
-	"github.com/connecta-dev/connecta/gateway/observe"
-	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
-	"github.com/connecta-dev/connecta/supervisor"
 )
 
 // Operational constants of the binary.
 const (
-	serverName        = "connecta"
 	shutdownGrace     = server.DefaultShutdownGrace
 	executorCloseWait = 2 * time.Second // for executor_closed responses to flush
-	observeEntries    = 256             // S9 LRU
-	observeTTL        = 24 * time.Hour  // S9 expiry
-	validatorEntries  = 256
 )
 
 // resolver resolves secret references from this process's environment and
@@ -68,240 +53,10 @@ type serveOptions struct {
 	source reloadSource
 }
 
-// app is everything serve builds, closed in reverse order.
-type app struct {
-	registry *prometheus.Registry
-	state    *state
-	activity *activity.Recorder
-	gateway  *gateway.Gateway
-	pool     *supervisor.Pool
-	server   *server.Server
-	oauth    *oauth.Manager // nil without publicUrl
-	oauthDB  *sql.DB        // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
-	disc     *discovery.Service
-	cfg      *config.Config // the configuration running (reload replaces its reloadable sections)
-}
-
-// build wires config into the gateway, discovery, stash, executor, contract
-// and server. Secrets were resolved by config.Load and are passed by value,
-// never logged.
-func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool, oauthStore oauth.Store) (*app, error) {
-	a := &app{registry: prometheus.NewRegistry(), cfg: cfg}
-	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ok := false
-	defer func() {
-		if !ok {
-			a.close()
-		}
-	}()
-	var err error
-	a.state, err = openState(ctx, cfg, log, a.registry)
-	if err != nil {
-		return nil, err
-	}
-	a.activity, err = activity.New(activity.Options{
-		Store: a.state.store, File: cfg.Activity.File, Logger: log.With("component", "activity"),
-		ServerName: serverName, ServerVersion: buildVersion(), Registerer: a.registry,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("activity: %w", err)
-	}
-	if oauthStore == nil {
-		oauthStore, a.oauthDB, err = newOAuthStore(cfg, a.state)
-		if err != nil {
-			return nil, err
-		}
-	}
-	flows, err := newOAuth(cfg, a, log, oauthStore)
-	if err != nil {
-		return nil, err
-	}
-	a.oauth = flows
-	a.gateway, err = gateway.New(ctx, gateway.Options{
-		Connectors:  connectorSpecs(cfg),
-		CatalogTTL:  cfg.Catalog.TTL,
-		CallTimeout: cfg.Execute.HostCallTimeout,
-		Activity:    a.activity,
-		Observer:    observe.New(observe.Options{Entries: observeEntries, TTL: observeTTL, Logger: log.With("component", "observe")}),
-		Validator:   validate.New(validate.Options{CacheEntries: validatorEntries, Logger: log.With("component", "validate")}),
-		Logger:      log.With("component", "gateway"),
-		Metrics:     a.registry,
-		Version:     buildVersion(),
-		OAuth:       oauthTransport(flows),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	disc, err := discovery.New(discovery.Options{Catalog: a.gateway, MeasureTopLevel: server.MeasureTopLevel})
-	if err != nil {
-		return nil, fmt.Errorf("discovery: %w", err)
-	}
-	a.disc = disc
-
-	var code server.CodeTool
-	executorName := ""
-	if withExecutor {
-		a.pool, err = supervisor.New(ctx, supervisorOptions(cfg, log, a.registry))
-		if err != nil {
-			return nil, fmt.Errorf("executor: %w", err)
-		}
-		executorName = "quickjs-wasm"
-		code, err = newCodeTool(cfg, a.gateway, disc, a.pool, log)
-		if err != nil {
-			return nil, fmt.Errorf("execute_code: %w", err)
-		}
-	}
-
-	var codeAdmission func() any
-	if a.pool != nil {
-		pool := a.pool
-		codeAdmission = func() any { return codeSnapshot(pool.Snapshot()) }
-	}
-	a.server, err = server.New(server.Options{
-		MetricsElsewhere: cfg.MetricsListen != "",
-		Name:             serverName,
-		Version:          buildVersion(),
-		Gateway:          a.gateway,
-		Discovery:        disc,
-		Stash:            a.state.stash,
-		Activity:         a.activity,
-		Code:             code,
-
-		ExecutorName:         executorName,
-		CodeAdmission:        codeAdmission,
-		StoreState:           a.state.health,
-		Inflight:             a.state.inflight(),
-		Tokens:               serverTokens(cfg),
-		PublicURL:            cfg.PublicURL,
-		OAuth:                oauthFlows(flows),
-		Requests:             requestLimits(cfg),
-		MaxInlineBytes:       int(cfg.Results.MaxInlineBytes),
-		HostCallTimeout:      cfg.Execute.HostCallTimeout,
-		ExecutionTimeout:     cfg.Executor.Timeout,
-		ExecutorQueueTimeout: cfg.Executor.QueueTimeout,
-		Registry:             a.registry,
-		Logger:               log.With("component", "server"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	ok = true
-	return a, nil
-}
-
-// close releases everything: the executor first (in-flight programs end
-// executor_closed), then connectors, then the activity (its queued events
-// reach the store), then the store.
-func (a *app) close() {
-	if a.pool != nil {
-		_ = a.pool.Close()
-	}
-	if a.gateway != nil {
-		_ = a.gateway.Close()
-	}
-	if a.activity != nil {
-		_ = a.activity.Close()
-	}
-	if a.oauthDB != nil {
-		_ = a.oauthDB.Close()
-	}
-	a.state.close()
-}
-
-func connectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
-	specs := make([]gateway.ConnectorSpec, 0, len(cfg.Connectors))
-	for _, c := range cfg.Connectors {
-		spec := gateway.ConnectorSpec{
-			ID: c.ID, Title: c.Title, Description: c.Description, Guide: c.Guide,
-			URL: c.URL, Command: c.Command,
-			MaxConcurrency: c.MaxConcurrency,
-			SharedSession:  c.SharedSession,
-			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
-			OAuth: c.OAuth != nil,
-		}
-		if len(c.Headers) > 0 {
-			spec.Headers = make(map[string]string, len(c.Headers))
-			for _, h := range c.Headers {
-				spec.Headers[h.Name] = h.Value.Reveal()
-			}
-		}
-		if len(c.Command) > 0 {
-			spec.Env = make(map[string]string, len(c.Env))
-			for _, e := range c.Env {
-				spec.Env[e.Name] = e.Value.Reveal()
-			}
-		}
-		for _, v := range c.Secrets {
-			spec.Secrets = append(spec.Secrets, v.Reveal())
-		}
-		if len(c.Missing) > 0 {
-			spec.MissingCredential = c.Missing[0].Reference
-		}
-		for _, m := range c.Missing {
-			spec.CredentialRefs = append(spec.CredentialRefs, m.Reference)
-		}
-		if c.Builtin == config.BuiltinDemo {
-			spec.Demo = true
-			spec.InProcess = demo.NewServer
-			if spec.Title == "" {
-				spec.Title = demo.Title
-			}
-			if spec.Description == "" {
-				spec.Description = demo.Description
-			}
-			if spec.Guide == "" {
-				spec.Guide = demo.Guide
-			}
-		}
-		specs = append(specs, spec)
-	}
-	return specs
-}
-
-func supervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) supervisor.Options {
-	e := cfg.Executor
-	cacheDir := e.CacheDir
-	if cacheDir == "" {
-		// Under systemd, CacheDirectory= gives the service its own cache.
-		if d := os.Getenv("CACHE_DIRECTORY"); d != "" {
-			cacheDir = filepath.Join(d, "wazero")
-		}
-	}
-	return supervisor.Options{
-		Slots:        e.Concurrency,
-		MaxQueue:     e.MaxQueueSize,
-		QueueTimeout: e.QueueTimeout,
-		Spares:       e.Spares,
-		MaxSpares:    e.MaxSpares,
-		SpareIdle:    e.SpareIdle,
-		Limits: supervisor.Limits{
-			Wall: e.Timeout, CPUTime: e.CPUTime,
-			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
-		},
-		CacheDir: cacheDir,
-		Logger:   log,
-		Registry: reg,
-	}
-}
-
-// codeSnapshot renders the executor's admission in /health's Snap shape.
-func codeSnapshot(s supervisor.Snapshot) any {
-	return server.AdmissionSnapshot{
-		Concurrency:    s.Slots,
-		MaxQueueSize:   s.MaxQueue,
-		QueueTimeoutMs: s.QueueTimeout.Milliseconds(),
-		RetryAfterMs:   s.QueueTimeout.Milliseconds(), // executor_overloaded's retryAfterMs
-		Active:         s.Active,
-		Queued:         s.Queued,
-		Closed:         s.Closed,
-		Totals: server.AdmissionTotals{
-			Admitted: s.Totals.Admitted, Queued: s.Totals.Queued, Rejected: s.Totals.Rejected,
-			Cancelled: s.Totals.Cancelled, Closed: s.Totals.Closed,
-		},
-		QueueWaitMs: server.QueueWaitStats{
-			Count: s.QueueWaitCount, Total: s.QueueWaitTotal.Milliseconds(), Max: s.QueueWaitMax.Milliseconds(),
-		},
-	}
+// build is the application as serve runs it (package app, the constructor
+// every test harness uses too).
+func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecutor bool, oauthStore oauth.Store) (*app.App, error) {
+	return app.New(ctx, app.Options{Config: cfg, Version: buildVersion(), Logger: log, Executor: withExecutor, OAuthStore: oauthStore})
 }
 
 // serve runs until ctx ends (SIGTERM/SIGINT), then drains: stop admitting,
@@ -330,16 +85,16 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 	if mln != nil {
-		stopMetrics := serveMetrics(mln, a.server, o.log)
+		stopMetrics := serveMetrics(mln, a.Server, o.log)
 		defer stopMetrics()
 	}
 	notifier := newNotifier(o.log)
 	defer notifier.stop()
 
 	poolAlive := func(ctx context.Context) (bool, string) {
-		if a.pool != nil && !a.pool.Alive(ctx) {
+		if a.Pool != nil && !a.Pool.Alive(ctx) {
 			return false, "the executor's supervisor loop did not answer"
 		}
 		return true, ""
@@ -353,18 +108,18 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 			for {
 				select {
 				case <-o.reload:
-					a.reload(o.source, o.log)
+					reload(a, o.source, o.log)
 				case <-stopReloads:
 					return
 				}
 			}
 		}()
-		err := a.server.ServeStdio(ctx, o.stdin, o.stdout)
+		err := a.Server.ServeStdio(ctx, o.stdin, o.stdout)
 		notifier.stopping()
 		return err
 	}
 
-	srv := a.server.HTTPServer(cfg.Listen)
+	srv := a.Server.HTTPServer(cfg.Listen)
 	errc := make(chan error, 1)
 	watched := &acceptWatch{Listener: ln}
 	go func() {
@@ -386,23 +141,21 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		case err := <-errc:
 			return fmt.Errorf("http: %w", err)
 		case <-o.reload:
-			a.reload(o.source, o.log)
+			reload(a, o.source, o.log)
 		case <-ctx.Done():
 			running = false
 		}
 	}
 	notifier.stopping()
-	o.log.Info("shutting down", "inFlight", a.server.InFlight(), "grace", shutdownGrace.String())
-	a.server.BeginShutdown()
+	o.log.Info("shutting down", "inFlight", a.Server.InFlight(), "grace", shutdownGrace.String())
+	a.Server.BeginShutdown()
 	drainCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil && errors.Is(err, context.DeadlineExceeded) {
 		// Grace is over: close the executor so running programs end
 		// executor_closed and their responses can still be written.
-		o.log.Warn("grace period over; closing the executor", "inFlight", a.server.InFlight())
-		if a.pool != nil {
-			_ = a.pool.Close()
-		}
+		o.log.Warn("grace period over; closing the executor", "inFlight", a.Server.InFlight())
+		a.CloseExecutor()
 		flushCtx, cancelFlush := context.WithTimeout(context.Background(), executorCloseWait)
 		if err := srv.Shutdown(flushCtx); err != nil {
 			_ = srv.Close()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 )
 
@@ -28,14 +29,14 @@ func TestState_NoStoreSectionWarnsEmbeddedDefaultDoesNot(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		st, err := openState(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), nil)
+		st, err := app.OpenState(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.close()
+		st.Close()
 		warned := strings.Contains(buf.String(), "level=WARN") && strings.Contains(buf.String(), "memory:")
-		if warned != tc.warn || st.store.Kind() != "memory" {
-			t.Errorf("%s: warned %v (want %v), kind %s\n%s", tc.name, warned, tc.warn, st.store.Kind(), buf.String())
+		if warned != tc.warn || st.Store().Kind() != "memory" {
+			t.Errorf("%s: warned %v (want %v), kind %s\n%s", tc.name, warned, tc.warn, st.Store().Kind(), buf.String())
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/vault"
@@ -64,7 +65,7 @@ func openWritableStore(ctx context.Context, name string, args []string, stdout, 
 		fmt.Fprintf(stderr, "connecta %s: %v\n", name, err)
 		return nil, nil, nil, nil, 1
 	}
-	v, err = newVault(cfg, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	v, err = app.NewVault(cfg, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		_ = st.Close()
 		fmt.Fprintf(stderr, "connecta %s: %v\n", name, err)

@@ -57,10 +57,6 @@ type Options struct {
 	Concurrency int
 	// CatalogTimeout bounds each catalog load (default 30 s).
 	CatalogTimeout time.Duration
-	// MeasureTopLevel returns the size the top-level search_tools result will
-	// have for a page (both copies and JSON escaping). Default:
-	// TopLevelResultBytes.
-	MeasureTopLevel func(page []byte) int
 }
 
 // Service is the discovery service. It holds no per-request state (only a
@@ -72,7 +68,6 @@ type Service struct {
 	catalog     CatalogReader
 	concurrency int
 	timeout     time.Duration
-	measureTop  func([]byte) int
 }
 
 // New builds a Service.
@@ -85,7 +80,6 @@ func New(opts Options) (*Service, error) {
 		catalog:     opts.Catalog,
 		concurrency: opts.Concurrency,
 		timeout:     opts.CatalogTimeout,
-		measureTop:  opts.MeasureTopLevel,
 	}
 	if s.concurrency <= 0 {
 		s.concurrency = DefaultConcurrency
@@ -93,19 +87,14 @@ func New(opts Options) (*Service, error) {
 	if s.timeout <= 0 {
 		s.timeout = DefaultCatalogTimeout
 	}
-	if s.measureTop == nil {
-		s.measureTop = TopLevelResultBytes
-	}
 	return s, nil
 }
 
-// TopLevelResultBytes is the serialized size of the MCP tool result that
-// carries page as both its text content and its structuredContent:
-// {"content":[{"type":"text","text":"<page>"}],"structuredContent":<page>}.
-func TopLevelResultBytes(page []byte) int {
-	text, _ := json.Marshal(string(page)) // escaping the way the SDK's encoder does
-	return len(`{"content":[{"type":"text","text":`) + len(text) + len(`}],"structuredContent":`) + len(page) + len(`}`)
-}
+// SearchResultTooLarge is S3's refusal of a search result of n bytes. The
+// page is bounded here; the top-level front door also bounds the complete
+// tool result it wraps the page in (both copies, JSON escaping included),
+// which only the server can measure, and refuses with this same error.
+func SearchResultTooLarge(n int) *gateway.Error { return resultTooLarge(n, searchTooLargeHint) }
 
 func invalidArgs(msg string) *gateway.Error {
 	return &gateway.Error{Code: gateway.CodeInvalidArgs, Message: msg, Retryable: false}

@@ -146,11 +146,7 @@ func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchP
 	if err != nil {
 		return nil, err
 	}
-	size := len(body)
-	if front == gateway.FrontDoorTopLevel {
-		size = s.measureTop(body)
-	}
-	if size > MaxResultBytes {
+	if size := len(body); size > MaxResultBytes {
 		return nil, resultTooLarge(size, searchTooLargeHint)
 	}
 	return body, nil

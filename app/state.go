@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 	"github.com/connecta-dev/connecta/vault"
 )
 
-// state is what outlives a request: the store, the vault over it, the
+// State is what outlives a request: the store, the vault over it, the
 // get_result stash in it, and the maintenance job that sweeps it.
-type state struct {
+type State struct {
 	store store.Store
 	vault *vault.Vault
 	stash *stash.Stash
@@ -27,9 +27,9 @@ type state struct {
 	done   chan struct{}
 }
 
-// openState opens store.url (retrying an unreachable PostgreSQL, migrating)
+// OpenState opens store.url (retrying an unreachable PostgreSQL, migrating)
 // and starts the one maintenance job; close stops it and closes the store.
-func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*state, error) {
+func OpenState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*State, error) {
 	if !cfg.Store.Given {
 		log.Warn("no store configured: using memory:, so get_result handles, activity and vault values are lost on restart and not shared between replicas; set store.url to sqlite:PATH or postgres://…")
 	}
@@ -37,12 +37,12 @@ func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	v, err := newVault(cfg, st, log)
+	v, err := NewVault(cfg, st, log)
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
-	s := &state{
+	s := &State{
 		store: st,
 		vault: v,
 		stash: stash.New(st, stash.Options{MaxBytes: cfg.Results.StashMaxBytes, TTL: cfg.Results.StashTTL}),
@@ -62,7 +62,9 @@ func openState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 	return s, nil
 }
 
-func newVault(cfg *config.Config, st store.Store, log *slog.Logger) (*vault.Vault, error) {
+// NewVault is the vault over st with the configured keys (vault.keys,
+// vault.active); serve and the vault commands share it.
+func NewVault(cfg *config.Config, st store.Store, log *slog.Logger) (*vault.Vault, error) {
 	keys := make([]vault.Key, 0, len(cfg.Vault.Keys))
 	for _, k := range cfg.Vault.Keys {
 		keys = append(keys, vault.Key{ID: k.ID, Key: []byte(k.Key.Reveal())})
@@ -75,12 +77,13 @@ func newVault(cfg *config.Config, st store.Store, log *slog.Logger) (*vault.Vaul
 }
 
 // health is the store's /health entry, from state the store already has.
-func (s *state) health() server.StoreState {
+func (s *State) health() server.StoreState {
 	h := s.store.Health()
 	return server.StoreState{State: h.State, LastErrorCode: h.LastErrorCode}
 }
 
-func (s *state) close() {
+// Close stops the maintenance job and closes the store. Nil-safe.
+func (s *State) Close() {
 	if s == nil {
 		return
 	}
@@ -94,7 +97,7 @@ func (s *state) close() {
 
 // inflight is the server's cancellation registry: across replicas on
 // PostgreSQL, nil (the server's own, one process) otherwise.
-func (s *state) inflight() server.Inflight {
+func (s *State) inflight() server.Inflight {
 	if s.shared == nil {
 		return nil
 	}
@@ -110,3 +113,6 @@ func (i sharedInflight) Register(actor, requestID string, cancel context.CancelF
 func (i sharedInflight) Cancel(actor, requestID string) server.CancelResult {
 	return server.CancelResult(i.f.Cancel(actor, requestID))
 }
+
+// Store is the opened store.
+func (s *State) Store() store.Store { return s.store }
