@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -50,12 +51,12 @@ func (e *engine) addCompiledModule(module *wasm.Module, cm *compiledModule) (c *
 	return
 }
 
-func (e *engine) getCompiledModule(module *wasm.Module, listeners []experimental.FunctionListener, ensureTermination bool) (cm *compiledModule, ok bool, err error) {
+func (e *engine) getCompiledModule(module *wasm.Module, listeners []experimental.FunctionListener, ensureTermination, trusted bool) (cm *compiledModule, ok bool, err error) {
 	cm, ok = e.getCompiledModuleFromMemory(module, true)
 	if ok {
 		return
 	}
-	cm, ok, err = e.getCompiledModuleFromCache(module)
+	cm, ok, err = e.getCompiledModuleFromCache(module, trusted)
 	if ok {
 		cm.parent = e
 		cm.module = module
@@ -121,7 +122,7 @@ func (e *engine) addCompiledModuleToCache(module *wasm.Module, cm *compiledModul
 	return
 }
 
-func (e *engine) getCompiledModuleFromCache(module *wasm.Module) (cm *compiledModule, hit bool, err error) {
+func (e *engine) getCompiledModuleFromCache(module *wasm.Module, trusted bool) (cm *compiledModule, hit bool, err error) {
 	if e.fileCache == nil || module.IsHostModule {
 		return
 	}
@@ -139,7 +140,11 @@ func (e *engine) getCompiledModuleFromCache(module *wasm.Module) (cm *compiledMo
 	// Note: cached.Close is ensured to be called in deserializeCodes.
 	// Buffered: the entry is read in small fields (8 bytes per function
 	// offset), one system call each when read straight from the file.
-	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, bufferedReadCloser{bufio.NewReaderSize(cached, 64<<10), cached})
+	var reader io.ReadCloser = bufferedReadCloser{bufio.NewReaderSize(cached, 64<<10), cached}
+	if f, ok := cached.(*os.File); ok && trusted {
+		reader = &mappableCacheFile{Reader: bufio.NewReaderSize(f, 64<<10), f: f}
+	}
+	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, reader)
 	if err != nil {
 		hit = false
 		return
@@ -153,6 +158,16 @@ type bufferedReadCloser struct {
 	*bufio.Reader
 	io.Closer
 }
+
+// mappableCacheFile is a trusted cache entry: its native code is mapped from
+// the file rather than read, and its checksum is not verified (the entry is
+// trusted as the native code it is).
+type mappableCacheFile struct {
+	*bufio.Reader
+	f *os.File
+}
+
+func (m *mappableCacheFile) Close() error { return m.f.Close() }
 
 var magic = []byte{'W', 'A', 'Z', 'E', 'V', 'O'}
 
@@ -255,7 +270,21 @@ func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser) (cm *
 		return
 	}
 
-	if executableLen > 0 {
+	if mf, ok := reader.(*mappableCacheFile); ok && executableLen > 0 {
+		// The code starts right after the fields read so far.
+		offset := int64(cacheHeaderSize) + 8*int64(functionsNum) + 8
+		mapping, executable, err := platform.MmapCodeFile(mf.f, offset, int(executableLen))
+		if err != nil {
+			return nil, false, fmt.Errorf("compilationcache: error mapping executable (len=%d): %v", executableLen, err)
+		}
+		// Skip the code and its checksum, and read on after them.
+		if _, err = mf.f.Seek(offset+int64(executableLen)+4, io.SeekStart); err != nil {
+			_ = platform.MunmapCodeSegment(mapping)
+			return nil, false, fmt.Errorf("compilationcache: error seeking past executable: %v", err)
+		}
+		mf.Reader.Reset(mf.f)
+		cm.executable, cm.mapping = executable, mapping
+	} else if executableLen > 0 {
 		executable, err := platform.MmapCodeSegment(int(executableLen))
 		if err != nil {
 			err = fmt.Errorf("compilationcache: error mmapping executable (len=%d): %v", executableLen, err)
