@@ -50,9 +50,6 @@ const (
 	// FrameMark starts every typed failure frame; the per-run secret and a
 	// colon follow, then the JSON error object (X11).
 	FrameMark = "\x1econnecta-error:"
-	// textFrameHidden replaces a frame whose JSON does not decode; the frame
-	// itself holds the secret and must never surface.
-	textFrameHidden = "Host failure could not be decoded."
 	// textFrameRefused replaces a frame that cannot be bounded; it is refused
 	// whole, never sliced through its JSON.
 	textFrameRefused = "Host failure exceeded the bridge error limit."

@@ -123,8 +123,6 @@ const syntaxPositionMark = "\n<program>:"
 
 func isJSSpace(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' }
 
-func trimJS(s string) string { return strings.TrimFunc(s, isJSSpace) }
-
 // unfence returns the body of a text that is exactly one markdown code
 // fence: ```lang\n…\n```.
 func unfence(text string) (string, bool) {
