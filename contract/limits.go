@@ -6,7 +6,7 @@ import (
 )
 
 // Contract bounds, named as the contract names them (L4, L6, E1, R5, M5,
-// DECISIONS.md "Wire and limits").
+// docs/DECISIONS.md "Wire and limits").
 const (
 	// DefaultMaxHostCalls is execute.maxHostCalls: host calls per execution,
 	// shared by search, describe and call (L4).

@@ -56,7 +56,7 @@ type ConnectorSpec struct {
 
 	// CredentialRefs optionally names the references the connector's
 	// headers/env were resolved from, so authorize_connector can tell the
-	// operator what to set. Added by CONNECTORS; optional.
+	// operator what to set. Optional.
 	CredentialRefs []string
 
 	InProcess func() *mcp.Server

@@ -20,7 +20,7 @@ func Normalize(code string) string {
 }
 
 // NormalizeBody is Normalize without the final call: the async function
-// expression itself (spec-sandbox §6, scenarios N1–N3).
+// expression itself (docs/sandbox.md §6, scenarios N1–N3).
 func NormalizeBody(code string) string {
 	a, b, wrap := bodySpan(code)
 	if wrap {
