@@ -39,14 +39,18 @@ type Config struct {
 	Vault      Vault
 	Runtime    Runtime
 	Connectors []Connector
+	// AccessTokens: operator-issued bearer tokens (accessTokens).
+	AccessTokens AccessTokens
 
 	warnings []Warning
 }
 
-// Auth holds the server's bearer tokens. No tokens means a loopback-only
-// server: a non-loopback listen address is refused.
+// Auth holds the server's static bearer tokens and its OIDC provider. With
+// neither (and no accessTokens) the server is loopback-only: a non-loopback
+// listen address is refused.
 type Auth struct {
 	Tokens []Token
+	OIDC   *OIDC // nil without auth.oidc
 }
 
 // Token is one accepted bearer token and the actor it stands for.

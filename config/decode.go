@@ -418,7 +418,7 @@ const (
 	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors"}
+var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -457,9 +457,14 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 	}
 	tokensGiven := false
+	var oidcNode *yaml.Node
 	if e, ok := fs["auth"]; ok {
-		tokensGiven = d.auth(e.val, c)
+		tokensGiven, oidcNode = d.auth(e.val, c)
 	}
+	if e, ok := fs["accessTokens"]; ok {
+		d.accessTokens(e.val, c)
+	}
+	d.checkOIDC(c, oidcNode)
 	if e, ok := fs["requests"]; ok {
 		r := &c.Requests
 		d.section(e.val, "requests", []numField{
@@ -576,8 +581,8 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			}
 		}
 	}
-	if listenNode != nil && !tokensGiven && !isLoopbackListen(c.Listen) {
-		d.fail(listenNode, "listen", "%q is not a loopback address and auth.tokens is empty: add a token, or listen on 127.0.0.1", clip(c.Listen))
+	if listenNode != nil && !tokensGiven && oidcNode == nil && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
+		d.fail(listenNode, "listen", "%q is not a loopback address and no inbound auth is configured (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(c.Listen))
 	}
 }
 
@@ -601,20 +606,25 @@ func (d *decoder) path(n *yaml.Node, field string) (string, bool) {
 	return s, true
 }
 
-// auth decodes auth.tokens; it reports whether any token entry was given
-// (so that a failed token is not also reported as "no tokens").
-func (d *decoder) auth(n *yaml.Node, c *Config) bool {
-	fs, ok := d.fields(n, "auth", "tokens")
+// auth decodes auth.tokens and auth.oidc; it reports whether any token
+// entry was given (so that a failed token is not also reported as "no
+// tokens") and the auth.oidc node (nil when absent).
+func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yaml.Node) {
+	fs, ok := d.fields(n, "auth", "tokens", "oidc")
 	if !ok {
-		return false
+		return false, nil
+	}
+	if e, ok := fs["oidc"]; ok {
+		oidcNode = e.key
+		d.oidc(e.val, c)
 	}
 	e, ok := fs["tokens"]
 	if !ok {
-		return false
+		return false, oidcNode
 	}
 	if e.val.Kind != yaml.SequenceNode {
 		d.fail(e.val, "auth.tokens", "expected a list, got %s", kindName(e.val))
-		return false
+		return false, oidcNode
 	}
 	seen := map[string]string{}
 	for i, item := range e.val.Content {
@@ -684,7 +694,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) bool {
 		t.Token, t.Reference = NewSecret(value), raw
 		c.Auth.Tokens = append(c.Auth.Tokens, t)
 	}
-	return len(e.val.Content) > 0
+	return len(e.val.Content) > 0, oidcNode
 }
 
 var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession"}
@@ -1176,8 +1186,8 @@ func (c *Config) SetListen(addr string) error {
 	if msg := checkListenSyntax(addr); msg != "" {
 		return &Error{Field: "--listen", Message: msg}
 	}
-	if len(c.Auth.Tokens) == 0 && !isLoopbackListen(addr) {
-		return &Error{Field: "--listen", Message: fmt.Sprintf("%q is not a loopback address and %s has no auth.tokens: add a token, or listen on 127.0.0.1", clip(addr), c.File)}
+	if !c.AuthRequired() && !isLoopbackListen(addr) {
+		return &Error{Field: "--listen", Message: fmt.Sprintf("%q is not a loopback address and %s configures no inbound auth (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(addr), c.File)}
 	}
 	c.Listen, c.ListenLine = addr, 0
 	return nil

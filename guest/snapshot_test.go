@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 )
 
@@ -61,5 +62,20 @@ func TestSnapshot_OtherBuildsAndDamageAreRefused(t *testing.T) {
 			}
 			t.Errorf("%s: NewEngine error %v, want ErrSnapshotMismatch", name, err)
 		}
+	}
+}
+
+// Code mapped from the trusted compilation cache is unmapped whole when the
+// runtime lets it go (the finalizer once assumed the code was its own
+// mapping), and a later engine maps it again.
+func TestCachedCode_MappedAndReleased(t *testing.T) {
+	for range 3 {
+		e := newTestEngine(t, EngineOptions{})
+		if v := runValue(t, e, "async () => 6 * 7"); v != "42" {
+			t.Fatalf("got %s", v)
+		}
+		e.Close()
+		runtime.GC()
+		runtime.GC()
 	}
 }

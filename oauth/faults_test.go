@@ -3,13 +3,16 @@ package oauth_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +30,8 @@ type badServer struct {
 	asm func(map[string]any)
 	// token replaces the token endpoint's answer ("" = a good token).
 	token string
+	mu    sync.Mutex
+	forms []url.Values // every token request's form
 }
 
 func newBadServer(t *testing.T) *badServer {
@@ -62,6 +67,10 @@ func newBadServer(t *testing.T) *badServer {
 		fmt.Fprint(w, `{"client_id":"bad-client","token_endpoint_auth_method":"none"}`)
 	})
 	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		b.mu.Lock()
+		b.forms = append(b.forms, r.PostForm)
+		b.mu.Unlock()
 		if b.token != "" {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, b.token)
@@ -365,5 +374,100 @@ func TestConfiguredClient(t *testing.T) {
 	}
 	if _, err := st.Open(ctx, "tracker", "client"); err == nil {
 		t.Fatal("a configured client was registered dynamically")
+	}
+}
+
+// downStore is a Store whose backend stopped answering.
+type downStore struct {
+	oauth.Store
+	down bool
+}
+
+var errStoreDown = errors.New("store unavailable: connection refused")
+
+func (s *downStore) Open(ctx context.Context, c, n string) ([]byte, error) {
+	if s.down {
+		return nil, errStoreDown
+	}
+	return s.Store.Open(ctx, c, n)
+}
+
+func (s *downStore) Seal(ctx context.Context, c, n string, v []byte) error {
+	if s.down {
+		return errStoreDown
+	}
+	return s.Store.Seal(ctx, c, n, v)
+}
+
+// TestStoreDownIsUnavailable: with the store down, a call and a flow start
+// fail unavailable naming the store (component "store"), and the callback
+// says so without writing anything.
+func TestStoreDownIsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ds := &downStore{Store: oauth.NewMemoryStore()}
+	r := newRig(t, oidctest.Options{}, ds)
+	st, gerr := r.m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	human := &http.Client{Jar: newJar()}
+	back, err := r.p.Authorize(ctx, human, st.AuthorizationURL, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.down = true
+	if status, page := get(t, human, back.String()); status != http.StatusServiceUnavailable || !strings.Contains(page, "store") {
+		t.Fatalf("callback with the store down: %d %s", status, page)
+	}
+	_, err = r.whoami(ctx)
+	var oe *oauth.Error
+	if !errors.As(err, &oe) || oe.Code != oauth.CodeUnavailable || oe.Component != "store" {
+		t.Fatalf("call with the store down: %v", err)
+	}
+	if _, gerr := r.m.Authorize(ctx, "tracker", false, oauth.Caller{}); gerr == nil || gerr.Code != oauth.CodeUnavailable || gerr.Component != "store" {
+		t.Fatalf("authorize with the store down: %+v", gerr)
+	}
+}
+
+// TestRefreshSendsResource: the refresh after a 401 is a refresh_token
+// grant carrying the resource indicator (RFC 8707 §2.2), and a downstream
+// that refuses the fresh token too gets no third request.
+func TestRefreshSendsResource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	s, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	u, _ := url.Parse(s.AuthorizationURL)
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state"))); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(`{}`)), nil }
+	res, err := m.Transport("tracker", http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want the second 401 passed through", res.StatusCode)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.forms) != 2 {
+		t.Fatalf("%d token requests, want the exchange and one refresh", len(b.forms))
+	}
+	for i, want := range []string{"authorization_code", "refresh_token"} {
+		f := b.forms[i]
+		if f.Get("grant_type") != want || f.Get("resource") != b.srv.URL+"/mcp" || f.Get("client_id") != "bad-client" {
+			t.Errorf("token request %d: %v", i, f)
+		}
+	}
+	if b.forms[1].Get("refresh_token") != "good-refresh-123" {
+		t.Errorf("refresh used %q", b.forms[1].Get("refresh_token"))
 	}
 }

@@ -2,11 +2,13 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,11 +32,6 @@ type grant struct {
 	Obtained      time.Time        `json:"obtained"` // when the access token was issued to us
 	GrantedAt     time.Time        `json:"grantedAt"`
 	GrantedBy     string           `json:"grantedBy,omitempty"`
-}
-
-func (g *grant) config() *oauth2.Config {
-	return &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret,
-		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
 }
 
 // stored reads the grant from the store (and refreshes the cache).
@@ -145,7 +142,7 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error
 		}
 		return nil, authRequired("Connector %q's access expired and the authorization server gave no refresh token: a person must sign in again", id)
 	}
-	tok, rerr := g.config().TokenSource(context.WithValue(ctx, oauth2.HTTPClient, m.http), &oauth2.Token{RefreshToken: g.RefreshToken}).Token()
+	tok, rerr := m.refreshGrant(ctx, g)
 	if rerr == nil {
 		rerr = checkToken(tok)
 	}
@@ -180,6 +177,65 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error
 	}
 	m.metrics.refreshed(id, "ok")
 	return &next, nil
+}
+
+// refreshGrant is the refresh_token grant with the resource indicator
+// (RFC 8707 §2.2; the MCP authorization spec requires it on every token
+// request). x/oauth2's TokenSource cannot add parameters to a refresh, so
+// the request is built here; failures have x/oauth2's shapes
+// (*oauth2.RetrieveError) so that one classification serves both.
+func (m *Manager) refreshGrant(ctx context.Context, g *grant) (*oauth2.Token, error) {
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {g.RefreshToken}}
+	if g.Resource != "" {
+		form.Set("resource", g.Resource)
+	}
+	basic := g.ClientSecret != "" && g.AuthStyle == oauth2.AuthStyleInHeader
+	if !basic {
+		form.Set("client_id", g.ClientID)
+		if g.ClientSecret != "" {
+			form.Set("client_secret", g.ClientSecret)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.TokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if basic {
+		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(g.ClientSecret))
+	}
+	res, err := m.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		AccessToken  string          `json:"access_token"`
+		TokenType    string          `json:"token_type"`
+		RefreshToken string          `json:"refresh_token"`
+		ExpiresIn    json.RawMessage `json:"expires_in"`
+		Error        string          `json:"error"`
+		Description  string          `json:"error_description"`
+	}
+	jerr := json.Unmarshal(body, &out)
+	if res.StatusCode < 200 || res.StatusCode > 299 || out.Error != "" {
+		return nil, &oauth2.RetrieveError{Response: res, ErrorCode: out.Error, ErrorDescription: out.Description}
+	}
+	if jerr != nil {
+		return nil, errors.New("oauth2: cannot parse json")
+	}
+	tok := &oauth2.Token{AccessToken: out.AccessToken, TokenType: out.TokenType, RefreshToken: out.RefreshToken}
+	// expires_in is a number, or (some servers) a string holding one.
+	secs, _ := strconv.ParseInt(strings.Trim(string(out.ExpiresIn), `"`), 10, 64)
+	if secs > 0 {
+		tok.Expiry = m.now().Add(time.Duration(secs) * time.Second)
+	}
+	return tok, nil
 }
 
 // Transport returns a RoundTripper for connector id: every request carries

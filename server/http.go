@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -280,7 +279,7 @@ func (s *Server) rpcRouted() http.Handler {
 		}
 		body := held.b // read in place: the SDK still gets every byte
 		var msg rpcPeek
-		if len(bytes.TrimSpace(body)) > 0 && bytes.TrimSpace(body)[0] == '{' && json.Unmarshal(body, &msg) == nil {
+		if firstNonBlank(body) == '{' && json.Unmarshal(body, &msg) == nil {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
 				result := s.inflight.Cancel(info.actor, rpcIDKey(msg.Params.RequestID))
 				s.metrics.cancels.WithLabelValues(string(result)).Inc()

@@ -331,7 +331,8 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		defer st.close() // runs before the result is written
 		ctx = context.WithValue(ctx, streamKey{}, st)
 		if info.flush != nil {
-			info.flush.more.Store(st)
+			st.gate = info.flush
+			info.flush.stream.Store(st)
 		}
 	}
 	start := time.Now()

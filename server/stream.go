@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -90,13 +91,24 @@ type requestStream struct {
 	token   any
 	level   mcp.LoggingLevel
 
+	// gate, on HTTP, holds the SDK's per-event flushes while the sender
+	// runs; the sender flushes once at the end of each burst.
+	gate *flushGate
+
 	mu       sync.Mutex
 	queue    []streamEvent
 	progress float64
 	running  bool
 	closed   bool
 	idle     chan struct{} // closed when the sender has emptied the queue and stopped
+	more     chan struct{} // wakes a sender that lingers at the end of a burst
 }
+
+// burstWait is how long the sender lingers for the next event before it
+// flushes: a program's console lines come a few microseconds apart, so a
+// loop's lines share one write, and a line that stands alone is delayed by
+// this much.
+const burstWait = time.Millisecond
 
 type streamEvent struct {
 	progress float64 // > 0: a progress notification with this value
@@ -110,7 +122,7 @@ func newRequestStream(ctx context.Context, session *mcp.ServerSession, meta map[
 	if session == nil || (token == nil && level == "") {
 		return nil
 	}
-	return &requestStream{ctx: ctx, session: session, token: token, level: level}
+	return &requestStream{ctx: ctx, session: session, token: token, level: level, more: make(chan struct{}, 1)}
 }
 
 // ConsoleEntry is one console entry a program's child accepted: progress
@@ -157,19 +169,56 @@ func (st *requestStream) enqueue(e streamEvent, progress bool) {
 		st.running = true
 		st.idle = make(chan struct{})
 		go st.send(st.idle)
+		return
+	}
+	st.wake()
+}
+
+// wake signals a lingering sender (st.mu held or not: the channel holds one).
+func (st *requestStream) wake() {
+	select {
+	case st.more <- struct{}{}:
+	default:
 	}
 }
 
 // send drains the queue, then stops (the next event starts it again).
 func (st *requestStream) send(idle chan struct{}) {
 	defer close(idle)
+	lingered := false
 	for {
 		st.mu.Lock()
 		if len(st.queue) == 0 {
+			if st.gate != nil && !lingered && !st.closed {
+				// The end of a burst, perhaps: wait a moment for the next
+				// event before paying for a write.
+				st.mu.Unlock()
+				t := time.NewTimer(burstWait)
+				select {
+				case <-st.more:
+				case <-t.C:
+				}
+				t.Stop()
+				lingered = true
+				continue
+			}
+			if st.gate != nil && lingered {
+				// Flush outside the lock (a slow client must not block the
+				// run's enqueue); only the sender writes while it runs.
+				st.mu.Unlock()
+				st.gate.flushNow()
+				lingered = false
+				st.mu.Lock()
+				if len(st.queue) > 0 {
+					st.mu.Unlock()
+					continue
+				}
+			}
 			st.running = false
 			st.mu.Unlock()
 			return
 		}
+		lingered = false
 		e := st.queue[0]
 		st.queue = st.queue[1:]
 		st.mu.Unlock()
@@ -191,6 +240,7 @@ func (st *requestStream) close() {
 	idle := st.idle
 	running := st.running
 	st.mu.Unlock()
+	st.wake() // a lingering sender flushes and stops at once
 	if running {
 		<-idle
 	}
@@ -216,27 +266,29 @@ func streamFrom(ctx context.Context) *requestStream {
 }
 
 // flushGate coalesces an event stream's flushes: the SDK flushes after every
-// event, and while more notifications of the request are already queued
-// that flush can wait for the last of them — one write per burst of console
-// entries instead of one per entry. The result's own flush always happens
-// (the queue is empty by then: requestStream.close drains it first).
+// event, and while the request's sender is running (it writes every
+// notification, and it alone writes then) those flushes wait; the sender
+// flushes once at the end of each burst. The result's flush is never held:
+// requestStream.close stops the sender first.
 type flushGate struct {
 	http.ResponseWriter
-	more atomic.Pointer[requestStream] // set once the request's stream exists
+	stream atomic.Pointer[requestStream] // set once the request's stream exists
 }
 
 func (g *flushGate) Flush() {
-	if st := g.more.Load(); st != nil && st.queued() {
+	if st := g.stream.Load(); st != nil && st.sending() {
 		return
 	}
-	_ = http.NewResponseController(g.ResponseWriter).Flush()
+	g.flushNow()
 }
+
+func (g *flushGate) flushNow() { _ = http.NewResponseController(g.ResponseWriter).Flush() }
 
 func (g *flushGate) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-// queued reports notifications waiting to be sent.
-func (st *requestStream) queued() bool {
+// sending reports a running sender.
+func (st *requestStream) sending() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return len(st.queue) > 0
+	return st.running
 }

@@ -29,6 +29,7 @@ const (
 	opGetToken      = "get_token"
 	opListTokens    = "list_tokens"
 	opRevokeToken   = "revoke_token"
+	opRenameToken   = "rename_token"
 	opPutSession    = "put_session"
 	opGetSession    = "get_session"
 	opDeleteSession = "delete_session"
@@ -40,7 +41,7 @@ var allOps = []string{
 	opPutResult, opResultWindow, opSweepResults, opAppendActiv, opListActivity, opPruneActivity,
 	opPutSecret, opGetSecret, opDeleteSecret, opListSecrets, opReplaceSecret,
 	opPutFlow, opTakeFlow, opAppendAudit, opListAudit,
-	opPutToken, opGetToken, opListTokens, opRevokeToken, opPutSession, opGetSession, opDeleteSession,
+	opPutToken, opGetToken, opListTokens, opRevokeToken, opRenameToken, opPutSession, opGetSession, opDeleteSession,
 	opPing, opMigrate,
 }
 

@@ -212,6 +212,9 @@ type Tokens interface {
 	// RevokeToken marks a token revoked; it reports whether one was (and
 	// was not already revoked).
 	RevokeToken(ctx context.Context, id, by string, at time.Time) (bool, error)
+	// RenameToken sets a token's name (revoked ones too); it reports
+	// whether a token with that id exists.
+	RenameToken(ctx context.Context, id, name string) (bool, error)
 }
 
 // OperatorSession is a console session, found by the digest of its cookie.

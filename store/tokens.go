@@ -117,6 +117,19 @@ func (s *sqlStore) RevokeToken(ctx context.Context, id, by string, at time.Time)
 	return n > 0, err
 }
 
+func (s *sqlStore) RenameToken(ctx context.Context, id, name string) (bool, error) {
+	var n int64
+	err := s.do(ctx, opRenameToken, func(ctx context.Context) error {
+		res, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE access_tokens SET name = ? WHERE id = ?`), name, id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n > 0, err
+}
+
 func (s *sqlStore) PutSession(ctx context.Context, v OperatorSession) error {
 	if v.CreatedAt.IsZero() {
 		v.CreatedAt = time.Now()
@@ -230,6 +243,21 @@ func (s *memStore) RevokeToken(ctx context.Context, id, by string, at time.Time)
 	for i, t := range s.tokens {
 		if t.ID == id && t.RevokedAt.IsZero() {
 			s.tokens[i].RevokedAt, s.tokens[i].RevokedBy = truncMs(at), by
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (s *memStore) RenameToken(ctx context.Context, id, name string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range s.tokens {
+		if t.ID == id {
+			s.tokens[i].Name = name
 			return true, nil
 		}
 	}

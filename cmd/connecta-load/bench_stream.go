@@ -21,6 +21,9 @@ type streamResult struct {
 	CancelToFree     latencies // notifications/cancelled sent → /health shows no slot in use
 	FirstLine        latencies // console.log in the program → its progress notification read by the client
 	Plain, Streaming latencies // a 100-line program without and with a progress token, interleaved
+	// PlainCPU, StreamingCPU: the server's CPU (its own and its reaped
+	// children's) per 100-line program, summed over the interleaved runs.
+	PlainCPU, StreamingCPU time.Duration
 }
 
 // benchTools is a second loopback downstream for what the demo cannot do:
@@ -89,13 +92,20 @@ func benchStreaming(ctx context.Context, srv *benchServer, cl *rawClient, bt *be
 	}
 	logf("streaming overhead: %d × a 100-line program, plain and streamed, interleaved", n)
 	hundred := `async () => { for (let i = 0; i < 100; i++) console.log("line " + i); return 100 }`
+	cpu := func() time.Duration {
+		c, err := readCPU(srv.pid)
+		if err != nil {
+			return 0
+		}
+		return c.self + c.children
+	}
 	for range n {
-		t0 := time.Now()
+		c0, t0 := cpu(), time.Now()
 		if err := cl.run(ctx, hundred); err != nil {
 			return nil, err
 		}
 		r.Plain = append(r.Plain, time.Since(t0))
-		t0 = time.Now()
+		c1, t1 := cpu(), time.Now()
 		lines := 0
 		if err := cl.stream(ctx, hundred, func(string, time.Time) { lines++ }); err != nil {
 			return nil, err
@@ -103,8 +113,12 @@ func benchStreaming(ctx context.Context, srv *benchServer, cl *rawClient, bt *be
 		if lines != 100 {
 			return nil, fmt.Errorf("streamed %d progress notifications, want 100", lines)
 		}
-		r.Streaming = append(r.Streaming, time.Since(t0))
+		r.Streaming = append(r.Streaming, time.Since(t1))
+		r.PlainCPU += c1 - c0
+		r.StreamingCPU += cpu() - c1
 	}
+	r.PlainCPU /= time.Duration(n)
+	r.StreamingCPU /= time.Duration(n)
 	return r, nil
 }
 
@@ -267,4 +281,8 @@ func (s *streamResult) write(b *strings.Builder) {
 	}
 	row(fmt.Sprintf("100-line program, p50 plain / streamed (overhead: median of %d interleaved pairs)", len(ratios)),
 		fmt.Sprintf("%s / %s (%+.1f %%)", msf(s.Plain.pct(50)), msf(s.Streaming.pct(50)), overhead))
+	if s.PlainCPU > 0 {
+		row("100-line program, server CPU per program plain / streamed (overhead)",
+			fmt.Sprintf("%s / %s (%+.1f %%)", msf(s.PlainCPU), msf(s.StreamingCPU), 100*(float64(s.StreamingCPU)/float64(s.PlainCPU)-1)))
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -147,5 +148,26 @@ func TestCheck_WarnsOnClassificationsNamingUnlistedTools(t *testing.T) {
 	}
 	if strings.Contains(out, `"list_projects" is not`) || strings.Contains(out, `"add_comment" is not`) {
 		t.Errorf("a listed tool was warned about:\n%s", out)
+	}
+}
+
+// The pinned fallback order: the -X stamp; else Go's build info (module
+// version, vcs.revision); else dev and unknown commit.
+func TestVersion_FallbackOrder(t *testing.T) {
+	bi := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}}}
+	for _, tc := range []struct {
+		version, commit string
+		bi              *debug.BuildInfo
+		want            string
+	}{
+		{"v2.0.0", "f00d", bi, "connecta v2.0.0 (f00d, go1.99)"},
+		{"", "", bi, "connecta v1.4.0 (abc123, go1.99)"},
+		{"v2.0.0", "", bi, "connecta v2.0.0 (abc123, go1.99)"},
+		{"", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "connecta dev (unknown commit, go1.99)"},
+		{"", "", nil, "connecta dev (unknown commit, go1.99)"},
+	} {
+		if got := versionFrom(tc.version, tc.commit, tc.bi, "go1.99").String(); got != tc.want {
+			t.Errorf("versionFrom(%q, %q, …) = %q, want %q", tc.version, tc.commit, got, tc.want)
+		}
 	}
 }

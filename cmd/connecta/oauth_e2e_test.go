@@ -193,8 +193,8 @@ connectors:
 	if text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
 		t.Fatalf("call_tool after expiry: %s", text)
 	}
-	if m := get(t, base+"/metrics"); !strings.Contains(m, `connecta_oauth_refreshes_total{connector="tracker",outcome="ok"} 1`) {
-		t.Fatalf("metrics after expiry lack one ok refresh:\n%s", grepLines(m, "oauth"))
+	if m := get(t, base+"/metrics"); okRefreshes(m) < 1 {
+		t.Fatalf("metrics after expiry count no ok refresh:\n%s", grepLines(m, "oauth"))
 	}
 
 	// A 401 with a current token: one refresh, one re-send, attempts 1.
@@ -203,6 +203,15 @@ connectors:
 	text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami", "resultMode": "value"})
 	if isErr || !strings.Contains(text, `"attempts":1`) || !strings.Contains(text, "subject=alice") || rs.Calls() != ran+1 {
 		t.Fatalf("call after a 401: %s (tool ran %d times)", text, rs.Calls()-ran)
+	}
+	tokens = append(tokens, grantTokens(t, ctx, store)...)
+
+	// Refused again after the refresh: auth_required, the tool never ran.
+	ran = rs.Calls()
+	rs.RejectNext(2)
+	text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami"})
+	if !isErr || !strings.Contains(text, `"recovery":"oauth"`) || !strings.Contains(text, "even after a refresh") || rs.Calls() != ran {
+		t.Fatalf("call refused twice: %s (tool ran %d times)", text, rs.Calls()-ran)
 	}
 	tokens = append(tokens, grantTokens(t, ctx, store)...)
 
@@ -432,7 +441,7 @@ func TestDownstreamOAuth_Replicas(t *testing.T) {
 	defer cancel()
 	cluster := pgtest.Start(t)
 	dbURL := cluster.Database(t)
-	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 3 * time.Second})
+	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 6 * time.Second})
 	rs := oidctest.NewProtectedServer(t, p)
 	key := make([]byte, 32)
 	for i := range key {
@@ -511,7 +520,11 @@ connectors:
 			t.Fatalf("replica %s: %s", name, text)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	before := 0
+	for _, addr := range []string{addrA, addrB} {
+		before += okRefreshes(get(t, "http://"+addr+"/metrics"))
+	}
+	time.Sleep(6 * time.Second)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		name := []string{"A", "B"}[i%2]
@@ -522,17 +535,94 @@ connectors:
 		})
 	}
 	wg.Wait()
-	refreshes := 0
+	refreshes := -before
 	for _, addr := range []string{addrA, addrB} {
-		m := get(t, "http://"+addr+"/metrics")
-		for _, l := range strings.Split(m, "\n") {
-			if strings.HasPrefix(l, `connecta_oauth_refreshes_total{connector="tracker",outcome="ok"} `) {
-				n, _ := strconv.Atoi(strings.Fields(l)[1])
-				refreshes += n
-			}
-		}
+		refreshes += okRefreshes(get(t, "http://"+addr+"/metrics"))
 	}
 	if refreshes != 1 {
 		t.Fatalf("refreshes across both replicas = %d, want exactly 1", refreshes)
 	}
+}
+
+// TestDownstreamOAuth_OnlyOperatorsForce: any caller starts a flow when
+// there is no grant; over a working grant only an operator token forces a
+// new one, anyone else gets `authorized` with a message saying so.
+func TestDownstreamOAuth_OnlyOperatorsForce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, oidctest.Options{})
+	rs := oidctest.NewProtectedServer(t, p)
+	addr := freeAddr(t)
+	t.Setenv("CONNECTA_TEST_OPS", "ops-token-0123456789abcdef")
+	t.Setenv("CONNECTA_TEST_DEV", "dev-token-0123456789abcdef")
+	yaml := fmt.Sprintf(`listen: %s
+publicUrl: http://%s
+executor: {spares: 0}
+auth:
+  tokens:
+    - {name: ops, token: "${env:CONNECTA_TEST_OPS}", operator: true}
+    - {name: dev, token: "${env:CONNECTA_TEST_DEV}"}
+connectors:
+  - id: tracker
+    url: %s
+    oauth: {}
+`, addr, addr, rs.URL)
+	cfg, err := config.Parse("force.yaml", []byte(yaml), resolver(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{}), oauthStore: oauth.NewMemoryStore()})
+	}()
+	defer func() { stop(); <-errc }()
+	base := "http://" + addr
+	waitHealthy(t, base)
+	authorize := func(token string, force bool) (status, url, message string) {
+		t.Helper()
+		client := mcp.NewClient(&mcp.Implementation{Name: "force", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true,
+			HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "authorize_connector", Arguments: map[string]any{"connector": "tracker", "force": force}})
+		if err != nil || res.IsError {
+			t.Fatalf("authorize_connector: %v %+v", err, res)
+		}
+		var st struct{ Status, AuthorizationURL, Message string }
+		_ = json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &st)
+		return st.Status, st.AuthorizationURL, st.Message
+	}
+	status, link, _ := authorize("dev-token-0123456789abcdef", false)
+	if status != "authorization_required" {
+		t.Fatalf("dev without a grant: %s", status)
+	}
+	jar, _ := cookiejar.New(nil)
+	back, err := p.Authorize(ctx, &http.Client{Jar: jar}, link, "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := get(t, back.String()); !strings.Contains(page, "Connected") {
+		t.Fatalf("callback: %s", page)
+	}
+	if status, link, msg := authorize("dev-token-0123456789abcdef", true); status != "authorized" || link != "" || !strings.Contains(msg, "only an operator") {
+		t.Fatalf("dev forcing: %s %s %s", status, link, msg)
+	}
+	if status, link, _ := authorize("ops-token-0123456789abcdef", true); status != "authorization_required" || link == "" {
+		t.Fatalf("operator forcing: %s %s", status, link)
+	}
+}
+
+// okRefreshes reads connecta_oauth_refreshes_total{connector="tracker",outcome="ok"}.
+func okRefreshes(metrics string) int {
+	for _, l := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(l, `connecta_oauth_refreshes_total{connector="tracker",outcome="ok"} `) {
+			n, _ := strconv.Atoi(strings.Fields(l)[1])
+			return n
+		}
+	}
+	return 0
 }

@@ -416,3 +416,56 @@ func TestReplicas_CancelReachingTheOtherReplicaStillCancels(t *testing.T) {
 		t.Fatalf("unknown cancel: %d", code)
 	}
 }
+
+// TestReplicas_SameRequestIDOnTwoReplicasIsAmbiguous: "exactly one match"
+// counts every replica's requests: the same (actor, id) running on A and on
+// B makes a cancel ambiguous, and neither is cancelled.
+func TestReplicas_SameRequestIDOnTwoReplicasIsAmbiguous(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and two servers")
+	}
+	pg := pgtest.Start(t)
+	url := pg.Database(t)
+	cfg := replicaConfig(url) + "  - id: slow\n    url: " + waitServer(t) + "\n"
+	a, b := startServer(t, cfg), startServer(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	callCtx, stopCalls := context.WithCancel(ctx)
+	ended := make(chan struct{}, 2)
+	for _, p := range []*serverProcess{a, b} {
+		go func() {
+			_, _, _ = postRPC(callCtx, p.addr, `{"jsonrpc":"2.0","id":"dup-1","method":"tools/call","params":{"name":"call_tool","arguments":{"address":"slow.wait","args":{},"timeoutMs":60000}}}`)
+			ended <- struct{}{}
+		}()
+	}
+	eventually(t, 15*time.Second, "both requests in flight", func() bool {
+		var n int
+		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM inflight WHERE request_id = '"dup-1"'`).Scan(&n)
+		return n == 2
+	})
+	eventually(t, 15*time.Second, "the cancel found both", func() bool {
+		if code, _, err := postRPC(ctx, a.addr, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"dup-1"}}`); err != nil || code != http.StatusAccepted {
+			t.Fatalf("cancel: %d %v", code, err)
+		}
+		resp, err := http.Get("http://" + a.addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(m), `connecta_cancellations_total{result="ambiguous"} 1`)
+	})
+	select {
+	case <-ended:
+		t.Fatal("an ambiguous cancel ended a call")
+	case <-time.After(time.Second):
+	}
+	stopCalls()
+	<-ended
+	<-ended
+}

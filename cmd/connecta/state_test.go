@@ -40,3 +40,13 @@ func TestState_NoStoreSectionWarnsEmbeddedDefaultDoesNot(t *testing.T) {
 		}
 	}
 }
+
+// TestServe_UnwritableSQLitePathRefusesToBoot: the store is opened before
+// anything listens; a directory that does not exist names store.url.
+func TestServe_UnwritableSQLitePathRefusesToBoot(t *testing.T) {
+	cfg := writeStoreConfig(t, t.TempDir(), "sqlite:/nonexistent-connecta-dir/state.db", "")
+	code, _, errOut := runCLI("serve", "--config", cfg)
+	if code != 1 || !strings.Contains(errOut, "store.url") || !strings.Contains(errOut, "/nonexistent-connecta-dir") {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+}

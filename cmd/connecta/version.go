@@ -19,8 +19,14 @@ type versionInfo struct {
 }
 
 func readVersion() versionInfo {
-	v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(version, commit, bi, runtime.Version())
+}
+
+// versionFrom applies the fallback order to one set of sources.
+func versionFrom(stampVersion, stampCommit string, bi *debug.BuildInfo, goVersion string) versionInfo {
+	v := versionInfo{Version: stampVersion, Commit: stampCommit, GoVersion: goVersion}
+	if bi != nil {
 		if v.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			v.Version = bi.Main.Version
 		}

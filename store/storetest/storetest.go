@@ -443,6 +443,16 @@ func tokens(t *testing.T, b Backend) {
 	if err != nil || len(list) != 3 || list[0].ID != "t2" || list[1].RevokedBy != "bob" || list[1].RevokedAt.IsZero() {
 		t.Fatalf("list: %+v, %v", list, err)
 	}
+	// Renaming works on a revoked token too, and only on a known id.
+	if ok, err := s.RenameToken(c, "t1", "old laptop"); !ok || err != nil {
+		t.Fatalf("rename: %v, %v", ok, err)
+	}
+	if ok, err := s.RenameToken(c, "nope", "x"); ok || err != nil {
+		t.Fatalf("rename unknown: %v, %v", ok, err)
+	}
+	if got, err := s.TokenByDigest(c, "d1"); err != nil || got.Name != "old laptop" || got.RevokedAt.IsZero() {
+		t.Fatalf("after rename: %+v, %v", got, err)
+	}
 }
 
 func sessions(t *testing.T, b Backend) {

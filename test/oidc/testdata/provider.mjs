@@ -76,8 +76,8 @@ server.listen(0, "127.0.0.1", () => {
         : { enabled: false },
       resourceIndicators: {
         enabled: true,
-        // a refresh without a resource parameter keeps the granted one
-        useGrantedResource: async () => true,
+        // oidc-provider's defaults: a token request without a resource
+        // parameter gets the granted resource only when it is the one
         defaultResource: async (_ctx, _client, oneOf) => oneOf,
         getResourceServerInfo: async (_ctx, resource) => {
           if (cfg.resources && !cfg.resources.includes(resource)) throw new errors.InvalidTarget();

@@ -108,7 +108,10 @@ type (
 	}
 
 	executables struct {
-		executable         []byte
+		executable []byte
+		// mapping, when set, is the file mapping executable lies in
+		// (LoadCompiledModule maps cached code instead of copying it).
+		mapping            []byte
 		entryPreambles     []byte
 		entryPreamblesPtrs []*byte
 	}
@@ -144,13 +147,15 @@ func NewEngine(ctx context.Context, _ api.CoreFeatures, fc filecache.Cache) wasm
 
 // CompileModule implements wasm.Engine.
 // LoadCompiledModule loads module's compiled code from memory or the file
-// cache, as CompileModule does on a hit, and never compiles it.
+// cache, as CompileModule does on a hit, and never compiles it. The cache is
+// trusted (experimental.WithTrustedCompilationCache): cached native code is
+// mapped from its file instead of copied, and not checksummed again.
 func (e *engine) LoadCompiledModule(module *wasm.Module, listeners []experimental.FunctionListener, ensureTermination bool) (bool, error) {
 	if wazevoapi.PerfMapEnabled {
 		wazevoapi.PerfMap.Lock()
 		defer wazevoapi.PerfMap.Unlock()
 	}
-	_, ok, err := e.getCompiledModule(module, listeners, ensureTermination)
+	_, ok, err := e.getCompiledModule(module, listeners, ensureTermination, true)
 	return ok, err
 }
 
@@ -160,7 +165,7 @@ func (e *engine) CompileModule(ctx context.Context, module *wasm.Module, listene
 		defer wazevoapi.PerfMap.Unlock()
 	}
 
-	if _, ok, err := e.getCompiledModule(module, listeners, ensureTermination); ok { // cache hit!
+	if _, ok, err := e.getCompiledModule(module, listeners, ensureTermination, false); ok { // cache hit!
 		return nil
 	} else if err != nil {
 		return err
@@ -928,12 +933,16 @@ func sharedFunctionsFinalizer(sf *sharedFunctions) {
 }
 
 func executablesFinalizer(exec *executables) {
-	if len(exec.executable) > 0 {
+	if len(exec.mapping) > 0 {
+		if err := platform.MunmapCodeSegment(exec.mapping); err != nil {
+			panic(err)
+		}
+	} else if len(exec.executable) > 0 {
 		if err := platform.MunmapCodeSegment(exec.executable); err != nil {
 			panic(err)
 		}
 	}
-	exec.executable = nil
+	exec.executable, exec.mapping = nil, nil
 
 	if len(exec.entryPreambles) > 0 {
 		if err := platform.MunmapCodeSegment(exec.entryPreambles); err != nil {

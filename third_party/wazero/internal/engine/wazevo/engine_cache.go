@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -22,7 +24,18 @@ import (
 	"github.com/tetratelabs/wazero/internal/wasm"
 )
 
-var crc = crc32.MakeTable(crc32.Castagnoli)
+var (
+	crcOnce sync.Once
+	crc     *crc32.Table
+)
+
+// crcTable builds the Castagnoli table on first use, not in package init:
+// about 0.2 ms that every process importing wazero would otherwise pay,
+// and a trusted cache never checksums.
+func crcTable() *crc32.Table {
+	crcOnce.Do(func() { crc = crc32.MakeTable(crc32.Castagnoli) })
+	return crc
+}
 
 // fileCacheKey returns a key for the file cache.
 // In order to avoid collisions with the existing compiler, we do not use m.ID directly,
@@ -50,12 +63,12 @@ func (e *engine) addCompiledModule(module *wasm.Module, cm *compiledModule) (c *
 	return
 }
 
-func (e *engine) getCompiledModule(module *wasm.Module, listeners []experimental.FunctionListener, ensureTermination bool) (cm *compiledModule, ok bool, err error) {
+func (e *engine) getCompiledModule(module *wasm.Module, listeners []experimental.FunctionListener, ensureTermination, trusted bool) (cm *compiledModule, ok bool, err error) {
 	cm, ok = e.getCompiledModuleFromMemory(module, true)
 	if ok {
 		return
 	}
-	cm, ok, err = e.getCompiledModuleFromCache(module)
+	cm, ok, err = e.getCompiledModuleFromCache(module, trusted)
 	if ok {
 		cm.parent = e
 		cm.module = module
@@ -121,7 +134,7 @@ func (e *engine) addCompiledModuleToCache(module *wasm.Module, cm *compiledModul
 	return
 }
 
-func (e *engine) getCompiledModuleFromCache(module *wasm.Module) (cm *compiledModule, hit bool, err error) {
+func (e *engine) getCompiledModuleFromCache(module *wasm.Module, trusted bool) (cm *compiledModule, hit bool, err error) {
 	if e.fileCache == nil || module.IsHostModule {
 		return
 	}
@@ -139,7 +152,11 @@ func (e *engine) getCompiledModuleFromCache(module *wasm.Module) (cm *compiledMo
 	// Note: cached.Close is ensured to be called in deserializeCodes.
 	// Buffered: the entry is read in small fields (8 bytes per function
 	// offset), one system call each when read straight from the file.
-	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, bufferedReadCloser{bufio.NewReaderSize(cached, 64<<10), cached})
+	var reader io.ReadCloser = bufferedReadCloser{bufio.NewReaderSize(cached, 64<<10), cached}
+	if f, ok := cached.(*os.File); ok && trusted {
+		reader = &mappableCacheFile{Reader: bufio.NewReaderSize(f, 64<<10), f: f}
+	}
+	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, reader)
 	if err != nil {
 		hit = false
 		return
@@ -153,6 +170,16 @@ type bufferedReadCloser struct {
 	*bufio.Reader
 	io.Closer
 }
+
+// mappableCacheFile is a trusted cache entry: its native code is mapped from
+// the file rather than read, and its checksum is not verified (the entry is
+// trusted as the native code it is).
+type mappableCacheFile struct {
+	*bufio.Reader
+	f *os.File
+}
+
+func (m *mappableCacheFile) Close() error { return m.f.Close() }
 
 var magic = []byte{'W', 'A', 'Z', 'E', 'V', 'O'}
 
@@ -175,7 +202,7 @@ func serializeCompiledModule(wazeroVersion string, cm *compiledModule) io.Reader
 	// Append the native code.
 	buf.Write(cm.executable)
 	// Append checksum.
-	checksum := crc32.Checksum(cm.executable, crc)
+	checksum := crc32.Checksum(cm.executable, crcTable())
 	buf.Write(u32.LeBytes(checksum))
 	if sm := cm.sourceMap; len(sm.executableOffsets) > 0 {
 		buf.WriteByte(1) // indicates that source map is present.
@@ -255,7 +282,21 @@ func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser) (cm *
 		return
 	}
 
-	if executableLen > 0 {
+	if mf, ok := reader.(*mappableCacheFile); ok && executableLen > 0 {
+		// The code starts right after the fields read so far.
+		offset := int64(cacheHeaderSize) + 8*int64(functionsNum) + 8
+		mapping, executable, err := platform.MmapCodeFile(mf.f, offset, int(executableLen))
+		if err != nil {
+			return nil, false, fmt.Errorf("compilationcache: error mapping executable (len=%d): %v", executableLen, err)
+		}
+		// Skip the code and its checksum, and read on after them.
+		if _, err = mf.f.Seek(offset+int64(executableLen)+4, io.SeekStart); err != nil {
+			_ = platform.MunmapCodeSegment(mapping)
+			return nil, false, fmt.Errorf("compilationcache: error seeking past executable: %v", err)
+		}
+		mf.Reader.Reset(mf.f)
+		cm.executable, cm.mapping = executable, mapping
+	} else if executableLen > 0 {
 		executable, err := platform.MmapCodeSegment(int(executableLen))
 		if err != nil {
 			err = fmt.Errorf("compilationcache: error mmapping executable (len=%d): %v", executableLen, err)
@@ -268,7 +309,7 @@ func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser) (cm *
 			return nil, false, err
 		}
 
-		expected := crc32.Checksum(executable, crc)
+		expected := crc32.Checksum(executable, crcTable())
 		if _, err = io.ReadFull(reader, eightBytes[:4]); err != nil {
 			return nil, false, fmt.Errorf("compilationcache: could not read checksum: %v", err)
 		} else if checksum := binary.LittleEndian.Uint32(eightBytes[:4]); expected != checksum {

@@ -1,0 +1,246 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// OIDC is `auth.oidc`: connecta as an OAuth-protected MCP resource whose
+// authorization server is an OpenID Connect provider, and the provider the
+// console signs operators in with.
+type OIDC struct {
+	Issuer string // the provider's issuer URL, exactly as its tokens carry it
+	// Audience is {publicUrl}/mcp: the resource of the protected resource
+	// metadata and the `aud` every access token must carry.
+	Audience     string
+	ClientID     string // the console's client ("" when no console sign-in)
+	ClientSecret Secret // resolved from a secret reference; zero when unset
+	SessionTTL   time.Duration
+	// Callers: who may call at all (required; {any: true} admits every
+	// account of the issuer). Operators: whose access-token claims make them
+	// operators (nil: no OIDC caller is one).
+	Callers   Rule
+	Operators *Rule
+	Line      int
+}
+
+// Rule is one `callers` or `operators` rule: exactly one of Any, Emails or
+// Claim is set. Emails match the token's `email` only when `email_verified`
+// is true; a Claim matches a string claim equal to Value or an array claim
+// containing it.
+type Rule struct {
+	Any    bool
+	Emails []string // lower-cased
+	Claim  *ClaimRule
+}
+
+// ClaimRule names a claim and the value it must hold.
+type ClaimRule struct {
+	Name, Value string
+}
+
+// AccessTokens is `accessTokens`: operator-issued bearer tokens.
+type AccessTokens struct {
+	Enabled   bool // the key is present
+	MaxActive int  // unrevoked tokens at most
+}
+
+// Inbound-auth defaults (DECISIONS.md, "New configuration keys").
+const (
+	DefaultOIDCSessionTTL        = 8 * time.Hour
+	DefaultAccessTokensMaxActive = 100
+	MaxAccessTokensMaxActive     = 1000
+	maxRuleEntries               = 1000
+	maxOIDCSessionTTLMs          = 30 * 86_400_000
+	minOIDCSessionTTLMs          = 60_000
+)
+
+// AuthRequired reports whether any inbound auth is configured: then every
+// request needs credentials and the server may listen beyond loopback.
+func (c *Config) AuthRequired() bool {
+	return len(c.Auth.Tokens) > 0 || c.Auth.OIDC != nil || c.AccessTokens.Enabled
+}
+
+// oidc decodes auth.oidc. publicUrl is checked by the caller once the whole
+// file is read.
+func (d *decoder) oidc(n *yaml.Node, c *Config) {
+	const path = "auth.oidc"
+	fs, ok := d.fields(n, path, "issuer", "audience", "clientId", "clientSecret", "sessionTtlMs", "callers", "operators")
+	if !ok {
+		return
+	}
+	o := &OIDC{SessionTTL: DefaultOIDCSessionTTL, Line: n.Line}
+	if e, ok := fs["issuer"]; !ok {
+		d.fail(n, path+".issuer", "is required (the provider's issuer URL)")
+	} else if s, ok := d.str(e.val, path+".issuer"); ok {
+		if msg := checkHTTPURL(s); msg != "" {
+			d.fail(e.val, path+".issuer", "%s", msg)
+		} else if u, _ := url.Parse(s); u.Scheme != "https" && !isLoopbackHost(u.Hostname()) {
+			d.fail(e.val, path+".issuer", "%q must be https:// (http:// only for a loopback provider)", clip(s))
+		} else {
+			o.Issuer = s
+		}
+	}
+	if e, ok := fs["audience"]; ok {
+		if s, ok := d.str(e.val, path+".audience"); ok {
+			o.Audience = s // compared with {publicUrl}/mcp in checkOIDC
+		}
+	}
+	if e, ok := fs["clientId"]; ok {
+		if s, ok := d.str(e.val, path+".clientId"); ok {
+			if s == "" || hasControl(s) || strings.Contains(s, "${") {
+				d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
+			} else {
+				o.ClientID = s
+			}
+		}
+	}
+	if e, ok := fs["clientSecret"]; ok {
+		if _, hasID := fs["clientId"]; !hasID {
+			d.fail(e.key, path+".clientSecret", "needs clientId")
+		} else if raw, ok := d.str(e.val, path+".clientSecret"); ok {
+			segs, err := parseTemplate(raw)
+			switch {
+			case err != nil:
+				d.fail(e.val, path+".clientSecret", "%s", err)
+			case !hasReference(segs):
+				d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
+			default:
+				value, missing := d.r.resolve(segs, d.baseDir)
+				for _, m := range missing {
+					d.fail(e.val, path+".clientSecret", "cannot resolve %s: %s", m.raw, m.reason)
+				}
+				if len(missing) == 0 {
+					o.ClientSecret = NewSecret(value)
+				}
+			}
+		}
+	}
+	if e, ok := fs["sessionTtlMs"]; ok {
+		if v, ok := d.integer(e.val, path+".sessionTtlMs", minOIDCSessionTTLMs, maxOIDCSessionTTLMs); ok {
+			o.SessionTTL = time.Duration(v) * time.Millisecond
+		}
+	}
+	if e, ok := fs["callers"]; !ok {
+		d.fail(n, path+".callers", "is required: who may call connecta ({any: true} admits every account of the issuer; or {emails: [...]}, or {claim: {name, value}})")
+	} else if r, ok := d.rule(e.val, path+".callers", true); ok {
+		o.Callers = r
+	}
+	if e, ok := fs["operators"]; ok {
+		if r, ok := d.rule(e.val, path+".operators", false); ok {
+			o.Operators = &r
+		}
+	}
+	c.Auth.OIDC = o
+}
+
+// rule decodes one callers/operators rule.
+func (d *decoder) rule(n *yaml.Node, path string, anyAllowed bool) (Rule, bool) {
+	keys := []string{"emails", "claim", "any"}
+	fs, ok := d.fields(n, path, keys...)
+	if !ok {
+		return Rule{}, false
+	}
+	if e, ok := fs["any"]; ok && !anyAllowed {
+		d.fail(e.key, path+".any", "is for callers only: name operators by emails or claim")
+		return Rule{}, false
+	}
+	if len(fs) != 1 {
+		if !anyAllowed {
+			keys = keys[:2]
+		}
+		d.fail(n, path, "needs exactly one of %s", strings.Join(keys, ", "))
+		return Rule{}, false
+	}
+	var r Rule
+	if e, ok := fs["any"]; ok {
+		v, ok := d.boolean(e.val, path+".any")
+		if !ok {
+			return r, false
+		}
+		if !v {
+			d.fail(e.val, path+".any", "must be true when given (to admit only some accounts use emails or claim)")
+			return r, false
+		}
+		r.Any = true
+	}
+	if e, ok := fs["emails"]; ok {
+		list, ok := d.strList(e.val, path+".emails")
+		if !ok {
+			return r, false
+		}
+		if len(list) == 0 || len(list) > maxRuleEntries {
+			d.fail(e.val, path+".emails", "must list 1 to %d addresses", maxRuleEntries)
+			return r, false
+		}
+		for _, s := range list {
+			at := strings.LastIndexByte(s, '@')
+			if at <= 0 || at == len(s)-1 || hasControl(s) || strings.ContainsAny(s, " \t") {
+				d.fail(e.val, path+".emails", "%q is not an email address", clip(s))
+				return r, false
+			}
+			r.Emails = append(r.Emails, strings.ToLower(s))
+		}
+	}
+	if e, ok := fs["claim"]; ok {
+		cf, ok := d.fields(e.val, path+".claim", "name", "value")
+		if !ok {
+			return r, false
+		}
+		var cr ClaimRule
+		for _, k := range []struct {
+			key string
+			dst *string
+		}{{"name", &cr.Name}, {"value", &cr.Value}} {
+			ce, ok := cf[k.key]
+			if !ok {
+				d.fail(e.val, path+".claim."+k.key, "is required")
+				return r, false
+			}
+			s, ok := d.str(ce.val, path+".claim."+k.key)
+			if !ok {
+				return r, false
+			}
+			if s == "" || hasControl(s) {
+				d.fail(ce.val, path+".claim."+k.key, "must be a non-empty string")
+				return r, false
+			}
+			*k.dst = s
+		}
+		r.Claim = &cr
+	}
+	return r, true
+}
+
+// accessTokens decodes `accessTokens: {maxActive}`.
+func (d *decoder) accessTokens(n *yaml.Node, c *Config) {
+	c.AccessTokens = AccessTokens{Enabled: true, MaxActive: DefaultAccessTokensMaxActive}
+	if isNull(n) {
+		return
+	}
+	d.section(n, "accessTokens", []numField{
+		{"maxActive", 1, MaxAccessTokensMaxActive, intInto(&c.AccessTokens.MaxActive)},
+	}, nil, nil)
+}
+
+// checkOIDC applies the rules that need the whole file: auth.oidc requires
+// publicUrl, and its audience is {publicUrl}/mcp.
+func (d *decoder) checkOIDC(c *Config, oidcNode *yaml.Node) {
+	o := c.Auth.OIDC
+	if o == nil {
+		return
+	}
+	if c.PublicURL == "" {
+		d.fail(oidcNode, "auth.oidc", "needs publicUrl: the protected resource is {publicUrl}/mcp, and clients find its metadata there")
+		return
+	}
+	want := strings.TrimRight(c.PublicURL, "/") + "/mcp"
+	if o.Audience != "" && o.Audience != want {
+		d.fail(oidcNode, "auth.oidc.audience", "%q must be {publicUrl}/mcp (%s), the resource clients request tokens for", clip(o.Audience), clip(want))
+		return
+	}
+	o.Audience = want
+}

@@ -1,0 +1,67 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Operator logs: a stdio server that crashed and is started again, and a
+// catalog that cannot be listed, each leave a payload-free line.
+func TestOperatorLog_StdioRestartAndCatalogFailure(t *testing.T) {
+	var logs syncBuf
+	g, err := New(context.Background(), Options{
+		Connectors:  []ConnectorSpec{stdioSpec("s"), {ID: "dead", URL: "http://127.0.0.1:9/mcp"}},
+		CallTimeout: 10 * time.Second,
+		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	invoke := func(address string) *Error {
+		scope := g.NewScope()
+		defer scope.Close()
+		_, gerr := g.Invoke(context.Background(), scope, CallRequest{Address: address, Front: FrontDoorProgram, Source: "execute_code"})
+		return gerr
+	}
+	if gerr := invoke("s.crash"); gerr == nil || gerr.Code != CodeUnavailable {
+		t.Fatalf("crash: %v", gerr)
+	}
+	if gerr := invoke("s.read_items"); gerr != nil {
+		t.Fatalf("after restart: %s", gerr.Message)
+	}
+	if gerr := invoke("dead.x"); gerr == nil || gerr.Code != CodeCatalogLookupFailed {
+		t.Fatalf("dead: %v", gerr)
+	}
+	out := logs.String()
+	for _, want := range []string{
+		`level=INFO msg="stdio server restarted" connector=s restarts=1`,
+		`level=WARN msg="catalog refresh failed" connector=dead code=unavailable`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in:\n%s", want, out)
+		}
+	}
+}
