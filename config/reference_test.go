@@ -80,6 +80,7 @@ func TestReference_DocsMatchTheDecoder(t *testing.T) {
 		"activity.maxAgeMs":          ms(cfg.Activity.MaxAge),
 		"runtime.gcPercent":          fmt.Sprint(DefaultRuntimeGCPercent),
 		"store.url":                  cfg.Store.URL.Reveal(),
+		"accessTokens.maxActive":     fmt.Sprint(cfg.AccessTokens.MaxActive),
 	} {
 		if got := top[key]; got != want {
 			t.Errorf("docs/CONFIG.md says %s defaults to %q; the config package applies %q", key, got, want)
@@ -118,7 +119,7 @@ func decoderKeys(t *testing.T) map[string]bool {
 	files, _ := filepath.Glob("*.go")
 	quoted := regexp.MustCompile(`"([A-Za-z]+)"`)
 	fields := regexp.MustCompile(`d\.fields\(\w+, "(\w+)", ((?:"\w+"(?:, )?)+)\)`)
-	section := regexp.MustCompile(`(?s)d\.section\(e\.val, "(\w+)", \[\]numField\{(.*?)\n\t\t\}, (?:\[\]string\{([^}]*)\}|nil)`)
+	section := regexp.MustCompile(`(?s)d\.section\([\w.]+, "(\w+)", \[\]numField\{(.*?)\n\t*\}, (?:\[\]string\{([^}]*)\}|nil)`)
 	numKey := regexp.MustCompile(`\{"(\w+)", `)
 	sectioned := map[string]bool{}
 	for _, f := range files {
