@@ -80,7 +80,7 @@ func TestReference_DocsMatchTheDecoder(t *testing.T) {
 		"activity.maxAgeMs":          ms(cfg.Activity.MaxAge),
 		"runtime.gcPercent":          fmt.Sprint(DefaultRuntimeGCPercent),
 		"store.url":                  cfg.Store.URL.Reveal(),
-		"accessTokens.maxActive":     fmt.Sprint(cfg.AccessTokens.MaxActive),
+		"accessTokens.maxActive":     fmt.Sprint(DefaultAccessTokensMaxActive), // applied when the section is present
 	} {
 		if got := top[key]; got != want {
 			t.Errorf("docs/CONFIG.md says %s defaults to %q; the config package applies %q", key, got, want)
