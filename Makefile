@@ -35,6 +35,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './third_party/*')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:" >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) tool staticcheck ./...
+	@# Reasoning lives in docs/: a citation of a document outside the
+	@# repository (the decisions, pitfalls or spec files outside docs/) is refused.
+	@out=$$(git grep -nE '(^|[^/A-Za-z])(DECISIONS|PITFALLS)(\.md)?([^A-Za-z]|$$)|spec-(meta-tools|sandbox)' -- '*.go' '*.js' 'Makefile' ':!third_party' | grep -v 'docs/DECISIONS.md\|docs/PITFALLS.md' || true); \
+		if [ -n "$$out" ]; then echo "cite docs/ instead:" >&2; echo "$$out" >&2; exit 1; fi
 
 # test-long: the long suites too. The supervisor's full builtin CPU sweep
 # alone takes ~100 s of CPU (4 min of wall on an idle 2-core machine, more
