@@ -134,9 +134,15 @@ func loadSnapshot(dir, arg string) ([]byte, error) {
 		return nil, fmt.Errorf("snapshot unreadable: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotBytes+1))
-	if err != nil || len(data) > maxSnapshotBytes {
-		return nil, fmt.Errorf("snapshot unreadable: %d bytes, %v", len(data), err)
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSnapshotBytes {
+		return nil, fmt.Errorf("snapshot unreadable: %v", err)
+	}
+	// One read of the known size: a growing buffer would copy it and, with
+	// the child's GC off, keep every copy.
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("snapshot unreadable: %w", err)
 	}
 	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
 		return nil, errors.New("snapshot checksum mismatch")

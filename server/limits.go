@@ -16,6 +16,9 @@ const (
 	DefaultRetryAfter   = 1000 * time.Millisecond
 	// §14 Node maxBodyBytes.
 	DefaultMaxBodyBytes = 10 << 20
+	// maxReloadableBodyBytes is the largest requests.maxBodyBytes config
+	// accepts (1 GiB).
+	maxReloadableBodyBytes = 1 << 30
 	// requests.bodyTimeoutMs (DECISIONS).
 	DefaultBodyTimeout = 2000 * time.Millisecond
 	// results.maxInlineBytes (calls.maxResultBytes).

@@ -248,9 +248,12 @@ func New(opts Options) (*Server, error) {
 	s.mcp = s.newMCPServer()
 	front := func(jsonResponse bool) http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-			Stateless:                    true,
-			JSONResponse:                 jsonResponse,
-			MaxRequestBodyBytes:          r.MaxBodyBytes,
+			Stateless:    true,
+			JSONResponse: jsonResponse,
+			// bodyRead enforces requests.maxBodyBytes as reloaded; this
+			// is only the SDK's own backstop, at the largest value config
+			// accepts.
+			MaxRequestBodyBytes:          maxReloadableBodyBytes,
 			PropagateRequestCancellation: true,
 			// Our own rebinding check (originChecked) also admits PublicURL's host.
 			DisableLocalhostProtection: true,

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -23,7 +24,18 @@ import (
 	"github.com/tetratelabs/wazero/internal/wasm"
 )
 
-var crc = crc32.MakeTable(crc32.Castagnoli)
+var (
+	crcOnce sync.Once
+	crc     *crc32.Table
+)
+
+// crcTable builds the Castagnoli table on first use, not in package init:
+// about 0.2 ms that every process importing wazero would otherwise pay,
+// and a trusted cache never checksums.
+func crcTable() *crc32.Table {
+	crcOnce.Do(func() { crc = crc32.MakeTable(crc32.Castagnoli) })
+	return crc
+}
 
 // fileCacheKey returns a key for the file cache.
 // In order to avoid collisions with the existing compiler, we do not use m.ID directly,
@@ -190,7 +202,7 @@ func serializeCompiledModule(wazeroVersion string, cm *compiledModule) io.Reader
 	// Append the native code.
 	buf.Write(cm.executable)
 	// Append checksum.
-	checksum := crc32.Checksum(cm.executable, crc)
+	checksum := crc32.Checksum(cm.executable, crcTable())
 	buf.Write(u32.LeBytes(checksum))
 	if sm := cm.sourceMap; len(sm.executableOffsets) > 0 {
 		buf.WriteByte(1) // indicates that source map is present.
@@ -297,7 +309,7 @@ func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser) (cm *
 			return nil, false, err
 		}
 
-		expected := crc32.Checksum(executable, crc)
+		expected := crc32.Checksum(executable, crcTable())
 		if _, err = io.ReadFull(reader, eightBytes[:4]); err != nil {
 			return nil, false, fmt.Errorf("compilationcache: could not read checksum: %v", err)
 		} else if checksum := binary.LittleEndian.Uint32(eightBytes[:4]); expected != checksum {
