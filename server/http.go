@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/connecta-dev/connecta/inbound"
 )
 
 // requestInfo travels with one HTTP request (or one stdio tool call).
@@ -57,6 +57,12 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /metrics", s.metricsEndpoint())
 	}
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
+	// Protected resource metadata (RFC 9728), open like any discovery
+	// document; 404 while auth.oidc is not configured.
+	mux.HandleFunc("GET "+inbound.MetadataPath, s.serveResourceMetadata)
+	mux.HandleFunc("GET "+inbound.MetadataSuffixPath, s.serveResourceMetadata)
+	mux.HandleFunc("OPTIONS "+inbound.MetadataPath, s.serveResourceMetadata)
+	mux.HandleFunc("OPTIONS "+inbound.MetadataSuffixPath, s.serveResourceMetadata)
 	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
 		// A browser arrives here from the authorization server: no bearer.
@@ -167,59 +173,6 @@ type rpcRefusalData struct {
 	Code         string `json:"code"`
 	Retryable    bool   `json:"retryable"`
 	RetryAfterMs int64  `json:"retryAfterMs"`
-}
-
-// authenticated checks the bearer token in constant time and records the
-// token's name as the actor. With no tokens configured the server serves
-// loopback clients only.
-func (s *Server) authenticated(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor, operator, ok := s.authenticate(r)
-		if !ok {
-			if len(s.settingsNow().tokens) == 0 {
-				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="connecta"`)
-			writeJSONError(w, http.StatusUnauthorized, "unauthorized", "A valid bearer token is required.")
-			return
-		}
-		info := infoFrom(r.Context())
-		if info != nil {
-			info.actor, info.operator = actor, operator
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type tokenEntry struct {
-	name     string
-	operator bool
-	hash     [sha256.Size]byte
-}
-
-func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool) {
-	tokens := s.settingsNow().tokens
-	if len(tokens) == 0 {
-		return "local", true, isLoopbackRemote(r.RemoteAddr)
-	}
-	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found {
-		presented, found = strings.CutPrefix(r.Header.Get("Authorization"), "bearer ")
-	}
-	// Hashing first makes the comparison independent of the token lengths;
-	// every configured token is compared so timing reveals no index.
-	sum := sha256.Sum256([]byte(strings.TrimSpace(presented)))
-	match := -1
-	for i := range tokens {
-		if subtle.ConstantTimeCompare(sum[:], tokens[i].hash[:]) == 1 && found && presented != "" {
-			match = i
-		}
-	}
-	if match < 0 {
-		return "", false, false
-	}
-	return tokens[match].name, tokens[match].operator, true
 }
 
 func isLoopbackRemote(remote string) bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/inbound"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +98,11 @@ type Options struct {
 	// must answer from state the store already has, without a round trip.
 	StoreState func() StoreState
 
-	Tokens []Token // none = loopback clients only
+	Tokens []Token // checked first
+	// Inbound admits issued access tokens and auth.oidc access tokens
+	// (nil: none). With neither Tokens nor Inbound the server serves
+	// loopback clients only.
+	Inbound *inbound.Authenticator
 	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
 	// callback and client metadata document are served under /oauth/.
 	OAuth          OAuthFlows
@@ -158,6 +163,8 @@ type serverMetrics struct {
 	toolDuration *prometheus.HistogramVec
 	cancels      *prometheus.CounterVec
 	bodyTimeouts prometheus.Counter
+	// authRejections: connecta_auth_rejections_total{reason}.
+	authRejections *prometheus.CounterVec
 }
 
 // New builds a Server: tool definitions and schemas are built here, once.
@@ -204,7 +211,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.live.Store(&settings{tokens: tokens, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code})
+	s.live.Store(&settings{tokens: tokens, inbound: opts.Inbound, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code})
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -232,7 +239,13 @@ func New(opts Options) (*Server, error) {
 	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
 	})
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts} {
+	s.metrics.authRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "connecta_auth_rejections_total", Help: "Requests refused by inbound auth, by reason (missing, unknown_token, expired, wrong_audience, provider_unavailable, ...).",
+	}, []string{"reason"})
+	for _, r := range inbound.Reasons() {
+		s.metrics.authRejections.WithLabelValues(r) // exist at zero
+	}
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts, s.metrics.authRejections} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}
