@@ -141,7 +141,7 @@ func (s *Server) nameActors(ctx context.Context, events []activity.Event) {
 }
 
 // storeUnavailable is the typed failure of a call that needed the store
-// while it is down (DECISIONS: details.component "store"; details.code stays
+// while it is down (docs/DECISIONS.md: details.component "store"; details.code stays
 // for transport codes).
 func storeUnavailable(err error) *gateway.Error {
 	_ = err // the cause is logged by the store, never shown: it may name hosts

@@ -29,7 +29,7 @@ type requestInfo struct {
 	// loopback-only server (no tokens).
 	operator bool
 	// ctx is the HTTP request's own context: the SDK may run tool handlers on
-	// a context detached from it, so handlers merge it back in (PITFALLS).
+	// a context detached from it, so handlers merge it back in (docs/PITFALLS.md).
 	ctx context.Context
 	// extendWrite pushes the response write deadline out when a call asks
 	// for a longer deadline than the server-wide write timeout allows.
@@ -86,7 +86,7 @@ func (s *Server) MetricsHandler() http.Handler {
 // HTTPServer returns an http.Server for the handler with timeouts sized so
 // the write deadline exceeds the request admission wait, the executor's
 // queue wait and the longest deadline a request may legitimately run to,
-// plus grace (PITFALLS).
+// plus grace (docs/PITFALLS.md).
 func (s *Server) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -123,7 +123,7 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // admitted takes a request permit before anything else, including auth
-// (§12). The permit is held until the response body ends.
+// (docs/meta-tools.md §12). The permit is held until the response body ends.
 func (s *Server) admitted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release, err := s.admission.acquire(r.Context())
@@ -142,7 +142,7 @@ func (s *Server) admitted(next http.Handler) http.Handler {
 	})
 }
 
-// writeRPCRefusal writes the 503 JSON-RPC error of §12.
+// writeRPCRefusal writes the 503 JSON-RPC error of docs/meta-tools.md §12.
 func writeRPCRefusal(w http.ResponseWriter, code int, message, dataCode string, retryAfter time.Duration) {
 	ms := retryAfter.Milliseconds()
 	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(float64(ms)/1000))), 10))
@@ -186,7 +186,8 @@ func isLoopbackRemote(remote string) bool {
 
 // originChecked refuses cross-origin browser requests (CSRF and DNS
 // rebinding from a page); non-browser clients send no Origin and pass. The
-// SDK adds its own Host check for loopback listeners.
+// SDK's own loopback Host check is disabled (server.go): the Host check here
+// (rebinding) replaces it, because it must also admit PublicURL's host.
 func (s *Server) originChecked(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range s.opts.TrustedOrigins {
@@ -403,7 +404,7 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-// serveHealth is open and payload-free (§14).
+// serveHealth is open and payload-free (docs/meta-tools.md §14).
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h := s.Health()
 	status := http.StatusOK // ok and degraded: the server itself serves

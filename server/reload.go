@@ -30,7 +30,7 @@ func (s *Server) settingsNow() *settings {
 // requestLimits are the request limits in force.
 func (s *Server) requestLimits() RequestLimits { return s.settingsNow().requests }
 
-// Reloadable is what SIGHUP reloads into a running server (DECISIONS:
+// Reloadable is what SIGHUP reloads into a running server (docs/DECISIONS.md:
 // auth, execute.*, requests.* except listen). Zero limits take defaults as
 // in New; a nil Code keeps the current execute_code.
 type Reloadable struct {

@@ -65,7 +65,7 @@ type Token struct {
 	Operator bool
 }
 
-// RequestLimits configure /mcp admission and the body cap (§12).
+// RequestLimits configure /mcp admission and the body cap (docs/meta-tools.md §12).
 type RequestLimits struct {
 	MaxActive    int
 	MaxQueue     int // 0 = fail fast
@@ -87,7 +87,7 @@ type Options struct {
 	Stash     stash.Store
 	Activity  *activity.Recorder // serves /activity; nil = empty
 	Code      CodeTool           // execute_code; nil leaves six tools (tests only)
-	// ExecutorName is reported by /health (§14); sanitized to [\w .+-], ≤ 40.
+	// ExecutorName is reported by /health (docs/meta-tools.md §14); sanitized to [\w .+-], ≤ 40.
 	ExecutorName string
 	// CodeAdmission returns the executor's payload-free admission snapshot
 	// for /health, in the requests' shape; nil reports
@@ -395,7 +395,7 @@ const (
 	StatusShuttingDown = "shutting_down"
 )
 
-// HealthReport is the payload-free /health body (§14 and DECISIONS
+// HealthReport is the payload-free /health body (docs/meta-tools.md §14 and docs/DECISIONS.md
 // "Health, versions, reload").
 type HealthReport struct {
 	Status          string                            `json:"status"`
@@ -469,7 +469,7 @@ func (s *Server) Health() HealthReport {
 	return h
 }
 
-// sanitizeExecutorName keeps [\w .+-] and at most 40 characters (§14).
+// sanitizeExecutorName keeps [\w .+-] and at most 40 characters (docs/meta-tools.md §14).
 func sanitizeExecutorName(name string) string {
 	out := make([]rune, 0, len(name))
 	for _, r := range name {

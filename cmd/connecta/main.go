@@ -180,7 +180,7 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 		return code
 	}
 	log := newLogger(stderr)
-	// SIGHUP reloads (DECISIONS); caught from the start so an early one
+	// SIGHUP reloads (docs/DECISIONS.md); caught from the start so an early one
 	// never kills the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

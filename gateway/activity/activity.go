@@ -30,7 +30,7 @@ import (
 	"github.com/connecta-dev/connecta/store"
 )
 
-// Contract bounds (V3, spec-meta-tools §11) and defaults (DECISIONS.md).
+// Contract bounds (V3, docs/meta-tools.md §11) and defaults (docs/DECISIONS.md).
 const (
 	// maxContextBytes bounds the request-scoped strings (requestId, actor,
 	// source, errorCode) so no caller-influenced field is unbounded.
