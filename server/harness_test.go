@@ -52,7 +52,9 @@ func sharedPool(t testing.TB) *supervisor.Pool {
 		cache := filepath.Join(os.TempDir(), "connecta-server-test-cache")
 		_ = os.MkdirAll(cache, 0o700)
 		pool, poolErr = supervisor.New(context.Background(), supervisor.Options{Slots: 2, MaxQueue: 16, Spares: 1, CacheDir: cache,
-			Limits: supervisor.Limits{Wall: 10 * time.Second}})
+			QueueTimeout: config.DefaultExecutorQueueTimeout, SpareIdle: config.DefaultExecutorSpareIdle,
+			Limits: supervisor.Limits{Wall: 10 * time.Second, CPUTime: config.DefaultExecutorCPUTime,
+				HeapBytes: config.DefaultExecutorMemoryLimitBytes, StackBytes: config.DefaultExecutorMaxStackSizeBytes}})
 	})
 	if poolErr != nil {
 		t.Fatalf("executor pool: %v", poolErr)

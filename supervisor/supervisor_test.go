@@ -123,7 +123,7 @@ func newFakePool(t *testing.T, opts Options, startup string) *fakePool {
 	opts.Registry = reg
 	lb := &logBuf{}
 	opts.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := New(context.Background(), opts)
+	p, err := New(context.Background(), testOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
