@@ -135,7 +135,7 @@ func TestInboundOIDC_EndToEnd(t *testing.T) {
 	base := "http://" + addr
 	resource := base + "/mcp"
 	t.Setenv("CONNECTA_TEST_STATIC_TOKEN", "static-token-0123456789abcdef")
-	serveConfig(t, ctx, addr, fmt.Sprintf(`listen: %s
+	path := serveConfig(t, ctx, addr, fmt.Sprintf(`listen: %s
 publicUrl: %s
 executor: {spares: 0}
 auth:
@@ -194,6 +194,11 @@ connectors:
 	}
 	if out := tsBearer(t, resource, ""); !strings.Contains(fmt.Sprint(out["connectError"]), "unauthorized") {
 		t.Fatalf("TypeScript client without a token: %v", out)
+	}
+
+	// doctor fetches the provider's discovery and keys.
+	if code, out, errs := runCLI("doctor", "--config", path); !strings.Contains(out, "identity provider: ok ("+p.Issuer) {
+		t.Errorf("doctor: exit %d\n%s%s", code, out, errs)
 	}
 
 	// Refusals: status, a secret-free message, the counter.
