@@ -300,6 +300,10 @@ connectors:
   - {id: demo, builtin: demo}
 `, addr))
 	}
+	// Auth is required before any token is issued, loopback clients too.
+	if res, body := post(t, "http://"+addrs[0]+"/mcp"); res.StatusCode != 401 {
+		t.Fatalf("no token issued yet, no credentials: HTTP %d %v", res.StatusCode, body)
+	}
 	code, out, errs := runCLI("token", "create", "Alice laptop", "--config", path)
 	secret, id := secretLine.FindStringSubmatch(out), tokenIDLine.FindStringSubmatch(out)
 	if code != 0 || secret == nil || id == nil {
