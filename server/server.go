@@ -98,6 +98,8 @@ type Options struct {
 	StoreState func() StoreState
 
 	Tokens []Token // none = loopback clients only
+	// Operator serves the operator console under /operator (nil: none).
+	Operator http.Handler
 	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
 	// callback and client metadata document are served under /oauth/.
 	OAuth          OAuthFlows
