@@ -1,7 +1,7 @@
 # connecta — build, test, engine build.
 GO ?= go
 
-.PHONY: build test test-long fuzz wasm wasm-verify bench bench-go wazero wazero-verify
+.PHONY: build test test-long test-race lint fuzz wasm wasm-verify bench bench-go wazero wazero-verify
 
 # Version stamp for `connecta version` (main.version, main.commit); without
 # git, the binary falls back to what Go records, then to "dev".
@@ -18,6 +18,27 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -short ./...
+
+# test-race: the concurrent packages under the race detector. A race build
+# runs the sandbox child without its seccomp filter (sandbox/relax_race.go:
+# the detector needs syscalls the allow-list refuses), so hardening itself is
+# proven by the normal build's tests, not these.
+RACE_PKGS ?= ./supervisor/... ./server/... ./gateway/... ./contract/... ./internal/...
+test-race:
+	$(GO) test -race -short $(RACE_PKGS)
+
+# lint: go vet, gofmt and staticcheck (pinned in go.mod as a tool:
+# `go get -tool honnef.co/go/tools/cmd/staticcheck@VERSION` to move it;
+# staticcheck.conf says which checks are off and why).
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './third_party/*')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:" >&2; echo "$$out" >&2; exit 1; fi
+	$(GO) tool staticcheck ./...
+	@# Reasoning lives in docs/: a citation of a document outside the
+	@# repository (the decisions, pitfalls or spec files outside docs/) is refused.
+	@out=$$(git grep -nE '(^|[^/A-Za-z])(DECISIONS|PITFALLS)(\.md)?([^A-Za-z]|$$)|spec-(meta-tools|sandbox)' -- '*.go' '*.js' 'Makefile' ':!third_party' | grep -v 'docs/DECISIONS.md\|docs/PITFALLS.md' || true); \
+		if [ -n "$$out" ]; then echo "cite docs/ instead:" >&2; echo "$$out" >&2; exit 1; fi
 
 # test-long: the long suites too. The supervisor's full builtin CPU sweep
 # alone takes ~100 s of CPU (4 min of wall on an idle 2-core machine, more
@@ -90,7 +111,7 @@ wazero-verify:
 		echo "wazero-verify: third_party/wazero differs from $(WAZERO_VERSION) + third_party/wazero.patch (run make wazero)" >&2; exit 1; \
 	fi && echo "wazero-verify: third_party/wazero is $(WAZERO_VERSION) + third_party/wazero.patch"
 
-# --- integration: third-party MCP server and load (owner: INTEGRATION) ---
+# --- integration: third-party MCP server and load ---
 .PHONY: everything test-everything-http load
 
 EVERYTHING_DIR := test/everything/testdata

@@ -43,7 +43,7 @@ var (
 	// ErrNotFound: no token has that id.
 	ErrNotFound = errors.New("no access token has that id")
 	// ErrInvalidName: the name is empty, too long or has control characters.
-	ErrInvalidName = fmt.Errorf("an access token name must be 1 to %d characters without control characters", MaxNameRunes)
+	ErrInvalidName = errors.New("an access token name must be 1 to 80 characters without control characters") // 80 = MaxNameRunes
 	// ErrLimit: accessTokens.maxActive unrevoked tokens exist already.
 	ErrLimit = errors.New("the maximum number of active access tokens is reached")
 	// ErrUnknown: the presented secret is malformed or matches no token.

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/connecta-dev/connecta/accesstoken"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/contract"
 	"github.com/connecta-dev/connecta/demo"
@@ -29,6 +30,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"github.com/connecta-dev/connecta/inbound"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
@@ -76,6 +78,8 @@ type App struct {
 	Server    *server.Server
 
 	state    *State
+	tokens   *accesstoken.Manager          // nil without accessTokens
+	inbound  *inbound.Authenticator        // nil without accessTokens and auth.oidc
 	oauth    *oauth.Manager                // nil without publicUrl
 	oauthDB  *sql.DB                       // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
 	cfg      *config.Config                // what runs (Reload replaces its reloadable sections)
@@ -158,6 +162,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 
+	a.tokens, err = NewAccessTokens(cfg, a.state.store, log.With("component", "accesstoken"))
+	if err != nil {
+		return nil, err
+	}
+	if a.inbound, err = a.inboundFor(cfg, log); err != nil {
+		return nil, err
+	}
+
 	var code server.CodeTool
 	var codeAdmission func() server.AdmissionSnapshot
 	executorName := ""
@@ -179,11 +191,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		codeAdmission = func() server.AdmissionSnapshot { return ExecutorAdmission(pool.Snapshot()) }
 	}
 
-	consoleTokens, err := consoleAccessTokens(cfg, a.state, log)
-	if err != nil {
-		return nil, err
-	}
-	ops, err := a.newConsole(consoleTokens, log)
+	ops, err := a.newConsole(a.tokens, log)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +212,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		StoreState:           a.state.health,
 		Inflight:             a.state.inflight(),
 		Tokens:               serverTokens(cfg),
+		Inbound:              a.inbound,
 		PublicURL:            cfg.PublicURL,
 		OAuth:                oauthFlows(flows),
 		Requests:             requestLimits(cfg),

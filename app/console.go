@@ -51,12 +51,3 @@ func (a *App) newConsole(tokens *accesstoken.Manager, log *slog.Logger) (*consol
 		Logger:   log.With("component", "console"),
 	})
 }
-
-// consoleAccessTokens is the issued-token manager the console manages
-// (nil without accessTokens).
-func consoleAccessTokens(cfg *config.Config, st *State, log *slog.Logger) (*accesstoken.Manager, error) {
-	if !cfg.AccessTokens.Enabled {
-		return nil, nil
-	}
-	return accesstoken.New(accesstoken.Options{Store: st.store, MaxActive: cfg.AccessTokens.MaxActive, Logger: log.With("component", "accesstoken")})
-}

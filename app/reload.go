@@ -15,7 +15,7 @@ import (
 var restartOnly = []struct{ key, field string }{
 	{"listen", "Listen"}, {"publicUrl", "PublicURL"}, {"executor", "Executor"},
 	{"catalog", "Catalog"}, {"results", "Results"}, {"activity", "Activity"}, {"runtime", "Runtime"},
-	{"store", "Store"}, {"vault", "Vault"},
+	{"store", "Store"}, {"vault", "Vault"}, {"accessTokens", "AccessTokens"},
 }
 
 // ignoredChanges lists the restart-only keys whose values differ.
@@ -43,6 +43,12 @@ func (a *App) Reload(next *config.Config, log *slog.Logger) {
 			return
 		}
 	}
+	in, err := a.inboundFor(next, log)
+	if err != nil {
+		log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())
+		return
+	}
+	a.inbound = in
 	changed, err := a.Gateway.Reload(ConnectorSpecs(next))
 	if err != nil {
 		log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())
@@ -55,7 +61,7 @@ func (a *App) Reload(next *config.Config, log *slog.Logger) {
 		}
 	}
 	if err := a.Server.Reload(server.Reloadable{
-		Tokens: serverTokens(next), Requests: requestLimits(next),
+		Tokens: serverTokens(next), Inbound: in, Requests: requestLimits(next),
 		HostCallTimeout: next.Execute.HostCallTimeout, Code: code,
 	}); err != nil {
 		// Tokens were validated by config.Load; this is a programming error.

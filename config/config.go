@@ -1,9 +1,9 @@
 // Package config loads connecta's one YAML configuration file: strict
 // decoding (every refusal names file, line and field), the defaults pinned in
-// DECISIONS.md, validation, secret references resolved through an explicit
+// docs/DECISIONS.md, validation, secret references resolved through an explicit
 // Resolver, and the embedded default used when no file is given.
 //
-// Beyond the pinned DECISIONS.md shape there is one additive key: a connector
+// Beyond the pinned docs/DECISIONS.md shape there is one additive key: a connector
 // may say `builtin: demo` instead of url/command (the embedded default does).
 //
 // The package reads no environment and keeps no state: the caller passes a
@@ -214,7 +214,7 @@ const (
 	BuiltinDemo = "demo"
 )
 
-// Defaults (DECISIONS.md, "Configuration").
+// Defaults (docs/DECISIONS.md, "Configuration").
 const (
 	DefaultListen = "127.0.0.1:8787"
 

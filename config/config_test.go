@@ -148,7 +148,7 @@ func TestLoad_MissingFileIsTypedError(t *testing.T) {
 	}
 }
 
-// TestDefaults_AsPinned: the defaults are exactly DECISIONS.md's.
+// TestDefaults_AsPinned: the defaults are exactly docs/DECISIONS.md's.
 func TestDefaults_AsPinned(t *testing.T) {
 	cfg, err := Parse("empty.yaml", nil, testResolver())
 	if err != nil {

@@ -48,7 +48,7 @@ type AccessTokens struct {
 	MaxActive int  // unrevoked tokens at most
 }
 
-// Inbound-auth defaults (DECISIONS.md, "New configuration keys").
+// Inbound-auth defaults (docs/DECISIONS.md, "New configuration keys").
 const (
 	DefaultOIDCSessionTTL        = 8 * time.Hour
 	DefaultAccessTokensMaxActive = 100

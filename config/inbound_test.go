@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// auth.oidc and accessTokens decode as DECISIONS pins them, and an OIDC-only
+// auth.oidc and accessTokens decode as docs/DECISIONS.md pins them, and an OIDC-only
 // or accessTokens-only deployment may listen beyond loopback.
 func TestInboundAuth_Decoded(t *testing.T) {
 	cfg, err := Parse("c.yaml", []byte(`listen: 0.0.0.0:8787

@@ -35,7 +35,7 @@ type VaultKey struct {
 // VaultKeyBytes is the size of a decoded vault key.
 const VaultKeyBytes = 32
 
-// Store defaults (DECISIONS.md, "New configuration keys").
+// Store defaults (docs/DECISIONS.md, "New configuration keys").
 const (
 	DefaultStoreURL = "memory:"
 )

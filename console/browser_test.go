@@ -87,7 +87,10 @@ func (b *browser) fatal(err error) {
 }
 
 // html is the current page's markup.
-func (b *browser) html() string { b.t.Helper(); return run(b, chromedp.OuterHTML(chromedp.CSS("html"))) }
+func (b *browser) html() string {
+	b.t.Helper()
+	return run(b, chromedp.OuterHTML(chromedp.CSS("html")))
+}
 
 func (b *browser) location() string { b.t.Helper(); return run(b, chromedp.Location()) }
 

@@ -226,7 +226,6 @@ func cookieValue(res *http.Response, name string) string {
 	return ""
 }
 
-
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // get fetches a console page with the session cookie.

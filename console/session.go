@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/inbound"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -210,7 +210,7 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	op := Operator{Subject: idt.Subject}
 	op.Email, _ = claims["email"].(string)
-	if o.Operators == nil || !matchRule(*o.Operators, claims) {
+	if o.Operators == nil || !inbound.MatchRule(*o.Operators, claims) {
 		c.log.Info("console: sign-in refused: not an operator", "actor", op.Actor())
 		c.fail(w, r, http.StatusForbidden, "Not an operator", "You signed in, but auth.oidc.operators does not name this account, so the console is closed to it.")
 		return
@@ -371,30 +371,4 @@ func originOf(raw string) string {
 		rest = rest[:j]
 	}
 	return raw[:i+3] + rest
-}
-
-// matchRule applies an operators rule to the signed-in user's claims:
-// emails (only with email_verified true, case-insensitive) or a claim equal
-// to the value or, for an array, containing it.
-func matchRule(r config.Rule, claims map[string]any) bool {
-	switch {
-	case r.Any:
-		return true
-	case len(r.Emails) > 0:
-		verified, _ := claims["email_verified"].(bool)
-		email, _ := claims["email"].(string)
-		return verified && email != "" && slices.Contains(r.Emails, strings.ToLower(email))
-	case r.Claim != nil:
-		switch v := claims[r.Claim.Name].(type) {
-		case string:
-			return v == r.Claim.Value
-		case []any:
-			for _, x := range v {
-				if s, ok := x.(string); ok && s == r.Claim.Value {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }

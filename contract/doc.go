@@ -10,7 +10,7 @@
 // supervisor admission (L7, before any scope or catalog) → one gateway Scope
 // (P4) and a fresh 128-bit secret → the child runs the prelude, then the
 // program; every host call arrives at host.Call on its own goroutine → the
-// outcome is shaped into the response the model sees (DECISIONS.md).
+// outcome is shaped into the response the model sees (docs/DECISIONS.md).
 //
 // # Clause → test
 //
@@ -18,10 +18,10 @@
 // clause-tagged table, run end to end (go-sdk client → HTTP /mcp → contract →
 // supervisor → a real sandbox child → gateway → fixture MCP server on
 // loopback that fails on demand). The table's /mcp is a minimal stateless
-// go-sdk server registering only execute_code (package server imports this
-// one, so its tests cannot); TestServer_ExecuteCodeThroughRealMCPEndpoint
-// repeats the core path through SERVER's real /mcp. Other names are
-// top-level tests.
+// go-sdk server registering only execute_code, so a row exercises this
+// package alone; TestServer_ExecuteCodeThroughRealMCPEndpoint repeats the
+// core path through the whole application as app.New builds it. Other names
+// are top-level tests.
 //
 //	P1, P5      case P1_R1_OnePlusOneExactly, P1_BareBodyAndFenceAreCourtesy, P5_TypeScriptIsSyntaxError
 //	P2, X5      case P2_X5_NoAmbientAuthority, P2_X5_ImportsBlocked, A2_P2_NoConnectorGlobals;
@@ -35,7 +35,7 @@
 //	S4          case S4_DescribeOrderedMixedEntries
 //	S5, S6      case S5_UnwrapStructuredTextJSONAndRawText, S5_E2_IsErrorThrowsConnectorCallFailed;
 //	            TestS6_SameInvocationPathAsTopLevel, TestServer_ExecuteCodeThroughRealMCPEndpoint (program
-//	            vs SERVER's call_tool)
+//	            vs the server's call_tool)
 //	S7          case S7_S8_ParallelAllSettledKeepsTypes
 //	S8, E1, X11 case S8_E1_X11_CaughtErrorTyped, X11_ConnectorForgedFrameIsConnectorCallFailed,
 //	            X11_GuestForgedFrameStaysUntyped, X11_E6_UncaughtTypedFailureNeverShowsFrame,

@@ -278,7 +278,7 @@ func newEnv(t testing.TB) (*env, error) {
 }
 
 // frontHandler is a minimal stateless streamable /mcp serving only
-// execute_code (SERVER's full surface is tested in server/).
+// execute_code (the server's full surface is tested in server/).
 func frontHandler(svc *Service) http.Handler {
 	s := mcp.NewServer(&mcp.Implementation{Name: "connecta-test", Version: "0"}, nil)
 	s.AddTool(svc.Tool(), svc.Handle)

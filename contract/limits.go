@@ -6,7 +6,7 @@ import (
 )
 
 // Contract bounds, named as the contract names them (L4, L6, E1, R5, M5,
-// DECISIONS.md "Wire and limits").
+// docs/DECISIONS.md "Wire and limits").
 const (
 	// DefaultMaxHostCalls is execute.maxHostCalls: host calls per execution,
 	// shared by search, describe and call (L4).
@@ -50,9 +50,6 @@ const (
 	// FrameMark starts every typed failure frame; the per-run secret and a
 	// colon follow, then the JSON error object (X11).
 	FrameMark = "\x1econnecta-error:"
-	// textFrameHidden replaces a frame whose JSON does not decode; the frame
-	// itself holds the secret and must never surface.
-	textFrameHidden = "Host failure could not be decoded."
 	// textFrameRefused replaces a frame that cannot be bounded; it is refused
 	// whole, never sliced through its JSON.
 	textFrameRefused = "Host failure exceeded the bridge error limit."

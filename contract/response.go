@@ -39,7 +39,7 @@ type reply struct {
 	diag      []byte // diagnostics JSON; nil unless requested
 }
 
-// toolResult shapes the response the model sees (DECISIONS.md "Results and
+// toolResult shapes the response the model sees (docs/DECISIONS.md "Results and
 // errors as the model sees them").
 func (r *reply) toolResult() *mcp.CallToolResult {
 	switch {

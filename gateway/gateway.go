@@ -56,7 +56,7 @@ type ConnectorSpec struct {
 
 	// CredentialRefs optionally names the references the connector's
 	// headers/env were resolved from, so authorize_connector can tell the
-	// operator what to set. Added by CONNECTORS; optional.
+	// operator what to set. Optional.
 	CredentialRefs []string
 
 	InProcess func() *mcp.Server
@@ -149,6 +149,10 @@ type Gateway struct {
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closeO sync.Once
+	// lateMu guards lateClosed: set before Close waits on wg, after which
+	// closeLater adds nothing to it.
+	lateMu     sync.Mutex
+	lateClosed bool
 }
 
 // ConnectorHealth is a payload-free snapshot of one connector.
@@ -236,6 +240,9 @@ func (g *Gateway) Close() error {
 		}
 		g.regMu.Unlock()
 		closing.Wait()
+		g.lateMu.Lock()
+		g.lateClosed = true
+		g.lateMu.Unlock()
 		g.wg.Wait()
 		g.forker.Close() // every stdio process is reaped by now
 	})

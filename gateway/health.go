@@ -25,7 +25,7 @@ type ConnectorState struct {
 }
 
 // failsConnector lists the codes that mean the downstream itself is out of
-// reach (DECISIONS: unavailable, timeout, catalog_lookup_failed,
+// reach (docs/DECISIONS.md: unavailable, timeout, catalog_lookup_failed,
 // auth_required); any other outcome is an answer from a live downstream.
 func failsConnector(code Code) bool {
 	switch code {

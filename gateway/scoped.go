@@ -108,9 +108,19 @@ func (s *Scope) closeSessions() {
 	}
 }
 
-// closeLater closes a session on a goroutine Close waits for.
+// closeLater closes a session on a goroutine Close waits for. Once Close
+// waits, a session closes on the caller's goroutine instead: a WaitGroup
+// must not grow while it is waited on (the race detector caught a scope
+// closing as the gateway did).
 func (g *Gateway) closeLater(ls *liveSession) {
+	g.lateMu.Lock()
+	if g.lateClosed {
+		g.lateMu.Unlock()
+		ls.close()
+		return
+	}
 	g.wg.Add(1)
+	g.lateMu.Unlock()
 	go func() {
 		defer g.wg.Done()
 		ls.close()

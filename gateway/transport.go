@@ -18,7 +18,7 @@ import (
 )
 
 // The go-sdk client's errors carry neither the HTTP status, Retry-After nor
-// the errno (PITFALLS), so every downstream request goes through
+// the errno (docs/PITFALLS.md), so every downstream request goes through
 // captureTransport, which records them into the exchange the calling context
 // carries, and caps the response body before anything reads it into memory.
 

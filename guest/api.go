@@ -74,7 +74,7 @@ const (
 	DefaultMaxLogChars      = 256000           // X4 cumulative cap
 )
 
-// Console truncation markers (spec-sandbox §7; DECISIONS.md: a visible
+// Console truncation markers (docs/sandbox.md §7; docs/DECISIONS.md: a visible
 // marker containing TRUNCATED). An entry over MaxLogEntryChars keeps its
 // first MaxLogEntryChars UTF-16 units followed by LogEntryTruncatedMarker;
 // the entry after the last one allowed by MaxLogEntries is LogCountMarker;

@@ -154,7 +154,7 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 }
 
 // BenchmarkFib27 calibrates the machine: the prototype measured 38 ms
-// (quickjs-wasm.md §0) on a quieter 2-vCPU EPYC.
+// on a quieter 2-vCPU EPYC when the engine build was first measured.
 func BenchmarkFib27(b *testing.B) {
 	e := newTestEngine(b, EngineOptions{})
 	prog := Program{Code: "async () => { function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); } return fib(27); }", Limits: Limits{CPUTime: time.Minute}}

@@ -32,7 +32,7 @@ const (
 	maxHeapBytes = 1<<32 - 16<<20
 )
 
-// Guest-visible texts (spec-sandbox §6).
+// Guest-visible texts (docs/sandbox.md §6).
 const (
 	stallMessage     = "Execution stalled: code awaits something that can never settle."
 	cancelledMessage = "Execution was cancelled."

@@ -20,7 +20,7 @@ func Normalize(code string) string {
 }
 
 // NormalizeBody is Normalize without the final call: the async function
-// expression itself (spec-sandbox §6, scenarios N1–N3).
+// expression itself (docs/sandbox.md §6, scenarios N1–N3).
 func NormalizeBody(code string) string {
 	a, b, wrap := bodySpan(code)
 	if wrap {
@@ -122,8 +122,6 @@ func (o origin) syntaxMessage(text string) string {
 const syntaxPositionMark = "\n<program>:"
 
 func isJSSpace(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' }
-
-func trimJS(s string) string { return strings.TrimFunc(s, isJSSpace) }
 
 // unfence returns the body of a text that is exactly one markdown code
 // fence: ```lang\n…\n```.

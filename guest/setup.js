@@ -47,7 +47,7 @@
 		}
 	}
 
-	// Guest-visible text of a thrown value (spec-sandbox §6): error-like
+	// Guest-visible text of a thrown value (docs/sandbox.md §6): error-like
 	// values give "<name>: <message>" unless the name is Error; strings are
 	// themselves; anything else is its JSON.
 	function describe(e) {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 )
@@ -34,27 +33,16 @@ func checkCacheDir(dir string) error {
 	return nil
 }
 
+// wazeroVersion is the version our patched wazero reports as a constant
+// (third_party/wazero.patch, internal/version): the name of its cache
+// subdirectory must not depend on how a binary was built.
+const wazeroVersion = "v1.12.0"
+
 // currentCacheVersionDir is the subdirectory wazero uses for this build:
-// wazero-<version>-<arch>-<os>, where <version> is what wazero's
-// internal/version.GetWazeroVersion reports — the required version of the
-// module even when a replace points it at our patched tree (whose own build
-// info says "(devel)"), else the main module's version, else "dev".
+// wazero-<version>-<arch>-<os> (TestCache_WarmKeepsWazerosOwnDirectory
+// checks it against the one wazero creates).
 func currentCacheVersionDir() string {
-	v := ""
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range info.Deps {
-			if strings.Contains(d.Path, "github.com/tetratelabs/wazero") {
-				v = d.Version
-			}
-		}
-		if v == "" || v == "(devel)" {
-			v = info.Main.Version
-		}
-	}
-	if v == "" || v == "(devel)" {
-		v = "dev"
-	}
-	return "wazero-" + v + "-" + runtime.GOARCH + "-" + runtime.GOOS
+	return "wazero-" + wazeroVersion + "-" + runtime.GOARCH + "-" + runtime.GOOS
 }
 
 // pruneStaleCaches removes sibling wazero-* directories left by other wazero

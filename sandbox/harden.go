@@ -101,7 +101,7 @@ func hardenLate(a ipc.ChildArgs) error {
 	}
 	if relaxedHardening {
 		// Race and coverage builds need syscalls and memory the list does not
-		// grant (PITFALLS.md); every other layer stays.
+		// grant (docs/PITFALLS.md); every other layer stays.
 		return nil
 	}
 	return installSeccomp()

@@ -129,7 +129,7 @@ func TestHardening_ChildCannotReachTheWorld(t *testing.T) {
 		t.Fatalf("rlimits: %+v", r)
 	}
 	if r.Relaxed {
-		t.Skip("race build: seccomp relaxed (PITFALLS.md)")
+		t.Skip("race build: seccomp relaxed (docs/PITFALLS.md)")
 	}
 	if !r.Seccomp {
 		t.Fatalf("no seccomp filter: %+v", r)

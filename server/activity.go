@@ -1,13 +1,17 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/connecta-dev/connecta/accesstoken"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/jstext"
@@ -113,12 +117,31 @@ func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.nameActors(r.Context(), page.Events)
 	w.Header().Set("Content-Type", "application/json")
 	_ = encodeJSON(w, page)
 }
 
+// nameActors shows each issued token's current name next to its immutable
+// actor (a rename shows in the whole history). A failed lookup leaves the
+// names out; the events are still served.
+func (s *Server) nameActors(ctx context.Context, events []activity.Event) {
+	tokens := s.settingsNow().inbound.Tokens()
+	if tokens == nil || !slices.ContainsFunc(events, func(e activity.Event) bool { return strings.HasPrefix(e.Actor, accesstoken.ActorPrefix) }) {
+		return
+	}
+	names, err := tokens.Names(ctx)
+	if err != nil {
+		s.log.Warn("activity: token names not read", "error", err.Error())
+		return
+	}
+	for i := range events {
+		events[i].ActorName = names[events[i].Actor]
+	}
+}
+
 // storeUnavailable is the typed failure of a call that needed the store
-// while it is down (DECISIONS: details.component "store"; details.code stays
+// while it is down (docs/DECISIONS.md: details.component "store"; details.code stays
 // for transport codes).
 func storeUnavailable(err error) *gateway.Error {
 	_ = err // the cause is logged by the store, never shown: it may name hosts

@@ -45,7 +45,7 @@ type QueueWaitStats struct {
 	Max   int64 `json:"max"`
 }
 
-// AdmissionSnapshot is the payload-free `/health` view of the pool (§14 Snap).
+// AdmissionSnapshot is the payload-free `/health` view of the pool (docs/meta-tools.md §14 Snap).
 type AdmissionSnapshot struct {
 	Concurrency    int             `json:"concurrency"`
 	MaxQueueSize   int             `json:"maxQueueSize"`

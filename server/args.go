@@ -11,11 +11,11 @@ import (
 )
 
 // toolArgs is a tool's arguments object, decoded leniently: unknown keys are
-// ignored (§1), a present key of the wrong type is an argError naming it.
+// ignored (docs/meta-tools.md §1), a present key of the wrong type is an argError naming it.
 type toolArgs map[string]json.RawMessage
 
 // argError is a schema violation; its text names the offending field. It is
-// returned as an isError result, not a JSON-RPC error (§1).
+// returned as an isError result, not a JSON-RPC error (docs/meta-tools.md §1).
 type argError struct{ msg string }
 
 func (e *argError) Error() string { return e.msg }

@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// truncationHint is the get_result notice hint (§6).
+// truncationHint is the get_result notice hint (docs/meta-tools.md §6).
 const truncationHint = "use get_result {id, offset} to page, or re-call with fields to select less"
 
 func (s *Server) handleCallTool(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -69,7 +69,7 @@ func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Du
 		return c, err
 	}
 	if destructive {
-		// reason is validated and then dropped: it is never forwarded (§6).
+		// reason is validated and then dropped: it is never forwarded (docs/meta-tools.md §6).
 		reason, _, err := a.str("reason")
 		if err != nil {
 			return c, err
@@ -81,7 +81,7 @@ func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Du
 	return c, nil
 }
 
-// handleCall is call_tool / call_destructive_tool (§6): one gateway scope,
+// handleCall is call_tool / call_destructive_tool (docs/meta-tools.md §6): one gateway scope,
 // one Invoke with source = the tool name, then the result envelope.
 func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest, destructive bool) (*mcp.CallToolResult, error) {
 	set := s.settingsNow()
@@ -148,7 +148,7 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 	return out, nil
 }
 
-// timing is §6's diagnostics block, in contract key order.
+// timing is docs/meta-tools.md §6's diagnostics block, in contract key order.
 type timing struct {
 	CatalogMs          int64 `json:"catalogMs"`
 	AdmissionMs        int64 `json:"admissionMs"`
@@ -195,7 +195,7 @@ type inlineResult struct {
 	err        error // projection failed: result_processing_failed
 }
 
-// shape applies result mode and fields to a success (§6).
+// shape applies result mode and fields to a success (docs/meta-tools.md §6).
 func (c callArgs) shape(res *gateway.CallResult) *inlineResult {
 	if c.valueMode {
 		data := res.Value
@@ -276,7 +276,7 @@ func (s *Server) callSuccess(ctx context.Context, res *gateway.CallResult, c cal
 
 	content, serialized := in.content, in.serialized
 	if serialized == nil {
-		// Content that cannot be serialized passes through (§6).
+		// Content that cannot be serialized passes through (docs/meta-tools.md §6).
 		return &mcp.CallToolResult{Content: content}, nil
 	}
 	if len(serialized) <= limit {
@@ -309,7 +309,7 @@ func successTiming(res *gateway.CallResult, start, callDone time.Time) timing {
 	}
 }
 
-// stashNotice stores the full text and returns the truncation notice (§6).
+// stashNotice stores the full text and returns the truncation notice (docs/meta-tools.md §6).
 func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage, error) {
 	if !utf8.Valid(full) {
 		full = bytes.ToValidUTF8(full, []byte("\uFFFD"))

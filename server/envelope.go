@@ -20,7 +20,7 @@ func marshalCompact(v any) ([]byte, error) {
 	return jstext.Marshal(v)
 }
 
-// jsonResult is §2's jsonResult: text is the compact JSON and, when the value
+// jsonResult is docs/meta-tools.md §2's jsonResult: text is the compact JSON and, when the value
 // is an object, structuredContent carries the same bytes.
 func jsonResult(v any) *mcp.CallToolResult {
 	b, err := marshalCompact(v)
@@ -38,7 +38,7 @@ func rawJSONResult(b []byte, isError bool) *mcp.CallToolResult {
 	return res
 }
 
-// textError is §2's errorResult: text only, isError.
+// textError is docs/meta-tools.md §2's errorResult: text only, isError.
 func textError(message string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: message}}, IsError: true}
 }

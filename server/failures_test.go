@@ -115,7 +115,7 @@ func TestSyntaxErrorNamesLineAndColumnOverMCP(t *testing.T) {
 
 // TestRecoveryEchoesUseTheIdentityClamps: a caller-authored address or tool
 // name echoed in a refusal keeps its first 257 / 128 bytes on a character
-// boundary, then "…" (DECISIONS "Identity clamps"); the derived recovery
+// boundary, then "…" (docs/DECISIONS.md "Identity clamps"); the derived recovery
 // query keeps 512.
 func TestRecoveryEchoesUseTheIdentityClamps(t *testing.T) {
 	h := newHarness(t, harnessOptions{})

@@ -28,7 +28,7 @@ func parsePath(p string) []pathSeg {
 	return segs
 }
 
-// project applies call_tool's `fields` to a JSON value (§6): all paths
+// project applies call_tool's `fields` to a JSON value (docs/meta-tools.md §6): all paths
 // matched fully → a flat {path: value} object in request order; otherwise
 // {data, $connecta:{type:"field_projection", unmatchedFields, partialFields?, hint}}.
 // Values pass through as raw JSON, so key order and numbers are untouched.

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // One executor pool per test binary: children are spawned from this binary
-// (TestMain's child check) and share one compilation cache (PITFALLS).
+// (TestMain's child check) and share one compilation cache (docs/PITFALLS.md).
 var (
 	poolOnce sync.Once
 	pool     *supervisor.Pool

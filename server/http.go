@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/connecta-dev/connecta/inbound"
 )
 
 // requestInfo travels with one HTTP request (or one stdio tool call).
@@ -29,7 +29,7 @@ type requestInfo struct {
 	// loopback-only server (no tokens).
 	operator bool
 	// ctx is the HTTP request's own context: the SDK may run tool handlers on
-	// a context detached from it, so handlers merge it back in (PITFALLS).
+	// a context detached from it, so handlers merge it back in (docs/PITFALLS.md).
 	ctx context.Context
 	// extendWrite pushes the response write deadline out when a call asks
 	// for a longer deadline than the server-wide write timeout allows.
@@ -57,6 +57,12 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /metrics", s.metricsEndpoint())
 	}
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
+	// Protected resource metadata (RFC 9728), open like any discovery
+	// document; 404 while auth.oidc is not configured.
+	mux.HandleFunc("GET "+inbound.MetadataPath, s.serveResourceMetadata)
+	mux.HandleFunc("GET "+inbound.MetadataSuffixPath, s.serveResourceMetadata)
+	mux.HandleFunc("OPTIONS "+inbound.MetadataPath, s.serveResourceMetadata)
+	mux.HandleFunc("OPTIONS "+inbound.MetadataSuffixPath, s.serveResourceMetadata)
 	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
 		// A browser arrives here from the authorization server: no bearer.
@@ -85,7 +91,7 @@ func (s *Server) MetricsHandler() http.Handler {
 // HTTPServer returns an http.Server for the handler with timeouts sized so
 // the write deadline exceeds the request admission wait, the executor's
 // queue wait and the longest deadline a request may legitimately run to,
-// plus grace (PITFALLS).
+// plus grace (docs/PITFALLS.md).
 func (s *Server) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -122,7 +128,7 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // admitted takes a request permit before anything else, including auth
-// (§12). The permit is held until the response body ends.
+// (docs/meta-tools.md §12). The permit is held until the response body ends.
 func (s *Server) admitted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release, err := s.admission.acquire(r.Context())
@@ -141,7 +147,7 @@ func (s *Server) admitted(next http.Handler) http.Handler {
 	})
 }
 
-// writeRPCRefusal writes the 503 JSON-RPC error of §12.
+// writeRPCRefusal writes the 503 JSON-RPC error of docs/meta-tools.md §12.
 func writeRPCRefusal(w http.ResponseWriter, code int, message, dataCode string, retryAfter time.Duration) {
 	ms := retryAfter.Milliseconds()
 	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(float64(ms)/1000))), 10))
@@ -174,59 +180,6 @@ type rpcRefusalData struct {
 	RetryAfterMs int64  `json:"retryAfterMs"`
 }
 
-// authenticated checks the bearer token in constant time and records the
-// token's name as the actor. With no tokens configured the server serves
-// loopback clients only.
-func (s *Server) authenticated(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor, operator, ok := s.authenticate(r)
-		if !ok {
-			if len(s.settingsNow().tokens) == 0 {
-				writeJSONError(w, http.StatusForbidden, "forbidden", "This server accepts loopback clients only.")
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="connecta"`)
-			writeJSONError(w, http.StatusUnauthorized, "unauthorized", "A valid bearer token is required.")
-			return
-		}
-		info := infoFrom(r.Context())
-		if info != nil {
-			info.actor, info.operator = actor, operator
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type tokenEntry struct {
-	name     string
-	operator bool
-	hash     [sha256.Size]byte
-}
-
-func (s *Server) authenticate(r *http.Request) (actor string, operator, ok bool) {
-	tokens := s.settingsNow().tokens
-	if len(tokens) == 0 {
-		return "local", true, isLoopbackRemote(r.RemoteAddr)
-	}
-	presented, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found {
-		presented, found = strings.CutPrefix(r.Header.Get("Authorization"), "bearer ")
-	}
-	// Hashing first makes the comparison independent of the token lengths;
-	// every configured token is compared so timing reveals no index.
-	sum := sha256.Sum256([]byte(strings.TrimSpace(presented)))
-	match := -1
-	for i := range tokens {
-		if subtle.ConstantTimeCompare(sum[:], tokens[i].hash[:]) == 1 && found && presented != "" {
-			match = i
-		}
-	}
-	if match < 0 {
-		return "", false, false
-	}
-	return tokens[match].name, tokens[match].operator, true
-}
-
 func isLoopbackRemote(remote string) bool {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
@@ -238,7 +191,8 @@ func isLoopbackRemote(remote string) bool {
 
 // originChecked refuses cross-origin browser requests (CSRF and DNS
 // rebinding from a page); non-browser clients send no Origin and pass. The
-// SDK adds its own Host check for loopback listeners.
+// SDK's own loopback Host check is disabled (server.go): the Host check here
+// (rebinding) replaces it, because it must also admit PublicURL's host.
 func (s *Server) originChecked(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range s.opts.TrustedOrigins {
@@ -455,7 +409,7 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-// serveHealth is open and payload-free (§14).
+// serveHealth is open and payload-free (docs/meta-tools.md §14).
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h := s.Health()
 	status := http.StatusOK // ok and degraded: the server itself serves

@@ -6,17 +6,20 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 )
 
-// Contract bounds and defaults the server applies (spec-meta-tools §1, §2, §4,
-// §7, §12, §14; DECISIONS.md). Named as the contract names them.
+// Contract bounds and defaults the server applies (docs/meta-tools.md §1, §2,
+// §4, §7, §12 and §14; docs/DECISIONS.md). Named as the contract names them.
 const (
-	// §12 request admission defaults.
+	// docs/meta-tools.md §12 request admission defaults.
 	DefaultMaxActive    = 16
 	DefaultMaxQueue     = 32
 	DefaultQueueTimeout = 5000 * time.Millisecond
 	DefaultRetryAfter   = 1000 * time.Millisecond
-	// §14 Node maxBodyBytes.
+	// docs/meta-tools.md §14 Node maxBodyBytes.
 	DefaultMaxBodyBytes = 10 << 20
-	// requests.bodyTimeoutMs (DECISIONS).
+	// maxReloadableBodyBytes is the largest requests.maxBodyBytes config
+	// accepts (1 GiB).
+	maxReloadableBodyBytes = 1 << 30
+	// requests.bodyTimeoutMs (docs/DECISIONS.md).
 	DefaultBodyTimeout = 2000 * time.Millisecond
 	// results.maxInlineBytes (calls.maxResultBytes).
 	DefaultMaxInlineBytes = 50000
@@ -25,22 +28,20 @@ const (
 	// executor.timeoutMs, the program wall deadline (X1).
 	DefaultExecutionTimeout = 30000 * time.Millisecond
 
-	// §4 / S3: a discovery page over this many bytes is result_too_large. At
-	// the top level the complete tool result (both copies) is measured.
-	// §1: instructions stay within this many characters.
+	// docs/meta-tools.md §1: instructions stay within this many characters.
 	MaxInstructionsChars = 1000
-	// §1: call_destructive_tool's reason.
+	// docs/meta-tools.md §1: call_destructive_tool's reason.
 	MaxReasonChars = 500
-	// §9: the usage skill stays under this many bytes.
+	// docs/meta-tools.md §9: the usage skill stays under this many bytes.
 	MaxUsageSkillBytes = 9000
-	// §1 tools/list cache hint.
+	// docs/meta-tools.md §1 tools/list cache hint.
 	ToolsListTTLMs = 3600000
 
 	// DefaultShutdownGrace is how long in-flight requests may drain on SIGTERM
-	// (§14 shutdownTimeoutMs).
+	// (docs/meta-tools.md §14 shutdownTimeoutMs).
 	DefaultShutdownGrace = 10 * time.Second
 	// writeGrace is added on top of admission wait and the longest deadline
-	// when sizing the HTTP write timeout (PITFALLS: write timeout).
+	// when sizing the HTTP write timeout (docs/PITFALLS.md: write timeout).
 	writeGrace = 10 * time.Second
 	// readHeaderTimeout bounds slow-loris header writers.
 	readHeaderTimeout = 10 * time.Second
@@ -51,7 +52,7 @@ const (
 	activityMaxLimit     = 10000
 )
 
-// JSON-RPC error codes of §12.
+// JSON-RPC error codes of docs/meta-tools.md §12.
 const (
 	rpcServerOverloaded   = -32001
 	rpcServerShuttingDown = -32002

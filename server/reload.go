@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"time"
+
+	"github.com/connecta-dev/connecta/inbound"
 )
 
 // settings are what a reload may change in a running server. Each request
 // reads them once, so it finishes on the settings it started with.
 type settings struct {
 	tokens          []tokenEntry
+	inbound         *inbound.Authenticator // issued tokens and auth.oidc; nil = none
 	requests        RequestLimits
 	hostCallTimeout time.Duration
 	code            CodeTool
@@ -27,11 +30,12 @@ func (s *Server) settingsNow() *settings {
 // requestLimits are the request limits in force.
 func (s *Server) requestLimits() RequestLimits { return s.settingsNow().requests }
 
-// Reloadable is what SIGHUP reloads into a running server (DECISIONS:
+// Reloadable is what SIGHUP reloads into a running server (docs/DECISIONS.md:
 // auth, execute.*, requests.* except listen). Zero limits take defaults as
 // in New; a nil Code keeps the current execute_code.
 type Reloadable struct {
 	Tokens          []Token
+	Inbound         *inbound.Authenticator
 	Requests        RequestLimits
 	HostCallTimeout time.Duration
 	Code            CodeTool
@@ -49,7 +53,7 @@ func (s *Server) Reload(r Reloadable) error {
 		return fmt.Errorf("server: execute_code cannot be added by a reload")
 	}
 	cur := s.settingsNow()
-	next := &settings{tokens: tokens, requests: requestDefaults(r.Requests), hostCallTimeout: r.HostCallTimeout, code: r.Code}
+	next := &settings{tokens: tokens, inbound: r.Inbound, requests: requestDefaults(r.Requests), hostCallTimeout: r.HostCallTimeout, code: r.Code}
 	if next.hostCallTimeout <= 0 {
 		next.hostCallTimeout = DefaultHostCallTimeout
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// handleGetResult pages a stashed call_tool result (§7).
+// handleGetResult pages a stashed call_tool result (docs/meta-tools.md §7).
 func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, aerr := parseArgs(req.Params.Arguments)
 	if aerr != nil {
@@ -26,7 +26,7 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 		return argFailure(aerr), nil
 	}
 	if !given {
-		// The deployment-wide cap, not a connector's (§7).
+		// The deployment-wide cap, not a connector's (docs/meta-tools.md §7).
 		maxBytes = int64(s.opts.MaxInlineBytes)
 	}
 	offset, _, aerr := args.integer("offset", 0, math.MaxInt32)
@@ -39,14 +39,14 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 		return failureResult(storeUnavailable(err)), nil
 	}
 	if err != nil {
-		// An id the stash does not hold is the caller's argument (DECISIONS).
+		// An id the stash does not hold is the caller's argument (docs/DECISIONS.md).
 		return failureResult(gateway.Errorf(gateway.CodeInvalidArgs, false,
 			"Unknown or expired result id %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)))), nil
 	}
 	return jsonResult(page), nil
 }
 
-// handleAuthorizeConnector answers §8: for an OAuth connector the flow's
+// handleAuthorizeConnector answers docs/meta-tools.md §8: for an OAuth connector the flow's
 // status (package oauth), otherwise operator_config or unavailable.
 func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, aerr := parseArgs(req.Params.Arguments)

@@ -21,6 +21,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/gateway/stash"
+	"github.com/connecta-dev/connecta/inbound"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +65,7 @@ type Token struct {
 	Operator bool
 }
 
-// RequestLimits configure /mcp admission and the body cap (§12).
+// RequestLimits configure /mcp admission and the body cap (docs/meta-tools.md §12).
 type RequestLimits struct {
 	MaxActive    int
 	MaxQueue     int // 0 = fail fast
@@ -86,7 +87,7 @@ type Options struct {
 	Stash     stash.Store
 	Activity  *activity.Recorder // serves /activity; nil = empty
 	Code      CodeTool           // execute_code; nil leaves six tools (tests only)
-	// ExecutorName is reported by /health (§14); sanitized to [\w .+-], ≤ 40.
+	// ExecutorName is reported by /health (docs/meta-tools.md §14); sanitized to [\w .+-], ≤ 40.
 	ExecutorName string
 	// CodeAdmission returns the executor's payload-free admission snapshot
 	// for /health, in the requests' shape; nil reports
@@ -97,7 +98,11 @@ type Options struct {
 	// must answer from state the store already has, without a round trip.
 	StoreState func() StoreState
 
-	Tokens []Token // none = loopback clients only
+	Tokens []Token // checked first
+	// Inbound admits issued access tokens and auth.oidc access tokens
+	// (nil: none). With neither Tokens nor Inbound the server serves
+	// loopback clients only.
+	Inbound *inbound.Authenticator
 	// Operator serves the operator console under /operator (nil: none).
 	Operator http.Handler
 	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
@@ -160,6 +165,8 @@ type serverMetrics struct {
 	toolDuration *prometheus.HistogramVec
 	cancels      *prometheus.CounterVec
 	bodyTimeouts prometheus.Counter
+	// authRejections: connecta_auth_rejections_total{reason}.
+	authRejections *prometheus.CounterVec
 }
 
 // New builds a Server: tool definitions and schemas are built here, once.
@@ -206,7 +213,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.live.Store(&settings{tokens: tokens, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code})
+	s.live.Store(&settings{tokens: tokens, inbound: opts.Inbound, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code})
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -234,7 +241,13 @@ func New(opts Options) (*Server, error) {
 	s.metrics.bodyTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "connecta_requests_body_timeouts_total", Help: "MCP requests ended with 408: the body did not arrive within requests.bodyTimeoutMs.",
 	})
-	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts} {
+	s.metrics.authRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "connecta_auth_rejections_total", Help: "Requests refused by inbound auth, by reason (missing, unknown_token, expired, wrong_audience, provider_unavailable, ...).",
+	}, []string{"reason"})
+	for _, r := range inbound.Reasons() {
+		s.metrics.authRejections.WithLabelValues(r) // exist at zero
+	}
+	for _, c := range []prometheus.Collector{s.metrics.httpRequests, s.metrics.toolCalls, s.metrics.toolDuration, s.metrics.cancels, s.metrics.bodyTimeouts, s.metrics.authRejections} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}
@@ -250,9 +263,12 @@ func New(opts Options) (*Server, error) {
 	s.mcp = s.newMCPServer()
 	front := func(jsonResponse bool) http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-			Stateless:                    true,
-			JSONResponse:                 jsonResponse,
-			MaxRequestBodyBytes:          r.MaxBodyBytes,
+			Stateless:    true,
+			JSONResponse: jsonResponse,
+			// bodyRead enforces requests.maxBodyBytes as reloaded; this
+			// is only the SDK's own backstop, at the largest value config
+			// accepts.
+			MaxRequestBodyBytes:          maxReloadableBodyBytes,
 			PropagateRequestCancellation: true,
 			// Our own rebinding check (originChecked) also admits PublicURL's host.
 			DisableLocalhostProtection: true,
@@ -381,7 +397,7 @@ const (
 	StatusShuttingDown = "shutting_down"
 )
 
-// HealthReport is the payload-free /health body (§14 and DECISIONS
+// HealthReport is the payload-free /health body (docs/meta-tools.md §14 and docs/DECISIONS.md
 // "Health, versions, reload").
 type HealthReport struct {
 	Status          string                            `json:"status"`
@@ -455,7 +471,7 @@ func (s *Server) Health() HealthReport {
 	return h
 }
 
-// sanitizeExecutorName keeps [\w .+-] and at most 40 characters (§14).
+// sanitizeExecutorName keeps [\w .+-] and at most 40 characters (docs/meta-tools.md §14).
 func sanitizeExecutorName(name string) string {
 	out := make([]rune, 0, len(name))
 	for _, r := range name {

@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// usageSkill is identical in every deployment (§9) and stays under
+// usageSkill is identical in every deployment (docs/meta-tools.md §9) and stays under
 // MaxUsageSkillBytes.
 //
 //go:embed usage.md
@@ -20,7 +20,7 @@ const skillsListHeader = "Available skills. Fetch one with skills({ name: \"<nam
 
 const usageSkillDescription = "how to write execute_code programs, budgets, deadlines and errors"
 
-// handleSkills lists skills or fetches one (§9). Errors are text with
+// handleSkills lists skills or fetches one (docs/meta-tools.md §9). Errors are text with
 // isError and never fall back to another skill.
 func (s *Server) handleSkills(_ context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, aerr := parseArgs(req.Params.Arguments)

@@ -333,7 +333,8 @@ func TestStream_GoSDKClientProgressLogsAndCancel(t *testing.T) {
 	logs := make(chan string, 16)
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-client", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params.Message },
-		LoggingMessageHandler:       func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(r.Params.Data) },
+		//lint:ignore SA1019 the deprecated logging feature is what program output streams through (see stream.go)
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(r.Params.Data) },
 	})
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	if err != nil {

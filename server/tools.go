@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Tool names (§1). The list is exactly seven with execute_code.
+// Tool names (docs/meta-tools.md §1). The list is exactly seven with execute_code.
 const (
 	ToolExecuteCode         = "execute_code"
 	ToolSearchTools         = "search_tools"
@@ -26,7 +26,7 @@ type toolEntry struct {
 	handle toolHandler
 }
 
-// instructions route the model between the tools (§1); ≤ 1,000 characters,
+// instructions route the model between the tools (docs/meta-tools.md §1); ≤ 1,000 characters,
 // never naming a removed tool.
 const instructions = `connecta fronts several connectors (downstream MCP servers) behind seven tools. ` +
 	`Read the usage skill once: skills({name:"usage"}). ` +
@@ -62,7 +62,7 @@ const (
 		`(the connecta.search/describe/call/emit surface, budgets, deadlines, errors); "connector:<id>" returns that connector's guide.`
 )
 
-// Hand-written input schemas (PITFALLS: no inferred additionalProperties,
+// Hand-written input schemas (docs/PITFALLS.md: no inferred additionalProperties,
 // unknown keys are ignored by the handlers).
 const (
 	schemaSearchTools = `{"type":"object","properties":{` +

@@ -46,7 +46,7 @@ var allOps = []string{
 }
 
 // metrics are connecta_store_operation_duration_seconds{op} and
-// connecta_store_errors_total{op} (DECISIONS.md, "Metrics added"); every op
+// connecta_store_errors_total{op} (docs/DECISIONS.md, "Metrics added"); every op
 // exists at zero from the start.
 type metrics struct {
 	duration *prometheus.HistogramVec

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultConnectRetry is how long Open keeps retrying an unreachable
-// PostgreSQL at boot before refusing (DECISIONS.md, "New configuration keys").
+// PostgreSQL at boot before refusing (docs/DECISIONS.md, "New configuration keys").
 const DefaultConnectRetry = 30 * time.Second
 
 // Options configure Open.

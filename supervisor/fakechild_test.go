@@ -122,6 +122,7 @@ func runFakeChild(args []string) int {
 		case "hang":
 			select {}
 		case "spin":
+			//lint:ignore SA5002 a child that burns CPU forever is the point
 			for {
 			}
 		case "sleep":

@@ -18,7 +18,7 @@ import (
 	"github.com/connecta-dev/connecta/store"
 )
 
-// doctorTimeout bounds each doctor probe (spec-meta-tools §14: 10 s).
+// doctorTimeout bounds each doctor probe (docs/meta-tools.md §14: 10 s).
 const doctorTimeout = 10 * time.Second
 
 // credentialsDirUsage: outside systemd there is no $CREDENTIALS_DIRECTORY,

@@ -44,6 +44,8 @@ func commands() []command {
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVault(a, o, e) }},
 		{"credential", "credential set|delete CONNECTOR NAME --config FILE", "set (value on stdin) or delete a connector credential in the vault",
 			func(a []string, i io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCredential(a, i, o, e) }},
+		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE", "issue, list, rename or revoke operator-issued access tokens",
+			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdToken(a, o, e) }},
 		{"version", "version", "print the version",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVersion(a, o, e) }},
 		{"help", "help [command]", "show help for connecta or one command", nil},
@@ -178,7 +180,7 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 		return code
 	}
 	log := newLogger(stderr)
-	// SIGHUP reloads (DECISIONS); caught from the start so an early one
+	// SIGHUP reloads (docs/DECISIONS.md); caught from the start so an early one
 	// never kills the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -24,7 +24,7 @@ func newLogger(w io.Writer) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	if f, ok := w.(*os.File); ok && isTerminal(f) {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // applyRuntime sets the serving process's GC target and memory limit from
-// runtime.* (DECISIONS): a key in the file overrides GOGC / GOMEMLIMIT; an
+// runtime.* (docs/DECISIONS.md): a key in the file overrides GOGC / GOMEMLIMIT; an
 // absent key leaves a set variable alone and otherwise takes the default.
 // Only serve calls it: a sandbox child never reaches here, and its heap is
 // bounded by the engine, not by the Go runtime.

@@ -30,7 +30,7 @@ import (
 	"github.com/connecta-dev/connecta/store"
 )
 
-// Contract bounds (V3, spec-meta-tools §11) and defaults (DECISIONS.md).
+// Contract bounds (V3, docs/meta-tools.md §11) and defaults (docs/DECISIONS.md).
 const (
 	// maxContextBytes bounds the request-scoped strings (requestId, actor,
 	// source, errorCode) so no caller-influenced field is unbounded.
@@ -66,21 +66,24 @@ const (
 // Event is one payload-free activity record (V2). Field order is the JSON
 // order; errorCode and friction are omitted when empty.
 type Event struct {
-	ID            string    `json:"id"`
-	OccurredAt    time.Time `json:"occurredAt"`
-	RequestID     string    `json:"requestId"`
-	Actor         string    `json:"actor"`
-	ConnectorID   string    `json:"connectorId"`
-	ToolName      string    `json:"toolName"`
-	Address       string    `json:"address"`
-	Source        string    `json:"source"`
-	Outcome       string    `json:"outcome"`
-	DurationMs    int64     `json:"durationMs"`
-	Attempts      int       `json:"attempts"`
-	ErrorCode     string    `json:"errorCode,omitempty"`
-	Friction      string    `json:"friction,omitempty"`
-	ServerName    string    `json:"serverName"`
-	ServerVersion string    `json:"serverVersion"`
+	ID         string    `json:"id"`
+	OccurredAt time.Time `json:"occurredAt"`
+	RequestID  string    `json:"requestId"`
+	Actor      string    `json:"actor"`
+	// ActorName is filled when the history is read, never stored: an issued
+	// token's current name (actor "token:<id>").
+	ActorName     string `json:"actorName,omitempty"`
+	ConnectorID   string `json:"connectorId"`
+	ToolName      string `json:"toolName"`
+	Address       string `json:"address"`
+	Source        string `json:"source"`
+	Outcome       string `json:"outcome"`
+	DurationMs    int64  `json:"durationMs"`
+	Attempts      int    `json:"attempts"`
+	ErrorCode     string `json:"errorCode,omitempty"`
+	Friction      string `json:"friction,omitempty"`
+	ServerName    string `json:"serverName"`
+	ServerVersion string `json:"serverVersion"`
 }
 
 // Options configure a Recorder.

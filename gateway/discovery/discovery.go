@@ -16,7 +16,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 )
 
-// Contract bounds (S1, S3, S4, spec-meta-tools §4).
+// Contract bounds (S1, S3, S4, docs/meta-tools.md §4).
 const (
 	DefaultLimit          = 8
 	MaxLimit              = 100
@@ -39,7 +39,7 @@ const (
 )
 
 // CatalogReader is what discovery needs of the connector registry
-// (CONNECTORS' Registry implements it).
+// (the gateway implements it).
 type CatalogReader interface {
 	Connectors() []gateway.ConnectorInfo
 	// Tools is the cached listing of one connector; *gateway.Error on failure.

@@ -1,4 +1,4 @@
-// Package lexical is discovery's tokenizer and ranker (spec-meta-tools §4,
+// Package lexical is discovery's tokenizer and ranker (docs/meta-tools.md §4,
 // contract S1): whole-token matching with narrow inflections, IDF-weighted
 // scoring across every searched catalog, complete matches first, exact tool
 // names competing with them, ≥ 2-term partials as filler, and the any-term

@@ -1,4 +1,4 @@
-// Package stash is the get_result store (spec-meta-tools §7): a call_tool
+// Package stash is the get_result store (docs/meta-tools.md §7): a call_tool
 // result too large to return inline is kept here under an unguessable handle
 // for a while and read back in UTF-8-safe pages. Stash keeps them in a
 // store.Stash (memory:, SQLite or PostgreSQL, package store).
@@ -16,7 +16,7 @@ import (
 	"github.com/connecta-dev/connecta/store"
 )
 
-// Defaults (DECISIONS.md: results.stashTtlMs, stashMaxBytes, maxInlineBytes).
+// Defaults (docs/DECISIONS.md: results.stashTtlMs, stashMaxBytes, maxInlineBytes).
 const (
 	DefaultTTL       = 900_000 * time.Millisecond
 	DefaultMaxBytes  = 67_108_864
@@ -28,7 +28,7 @@ const (
 	maxHandleInError = 128
 )
 
-// Page is one get_result page (§7). NextOffset is present iff the page ends
+// Page is one get_result page (docs/meta-tools.md §7). NextOffset is present iff the page ends
 // before TotalBytes; concatenating the pages from offset 0 reproduces the
 // stored text byte for byte.
 type Page struct {
@@ -53,7 +53,7 @@ var (
 	ErrTooLarge      = errors.New("result larger than the stash")
 )
 
-// HandleError reports a handle Get cannot serve. Its message is the §7 text,
+// HandleError reports a handle Get cannot serve. Its message is the docs/meta-tools.md §7 text,
 // the same for unknown and expired ids (the handle is clamped).
 type HandleError struct {
 	Handle string
@@ -174,7 +174,7 @@ func (s *Stash) Get(ctx context.Context, handle string, offset, limit int) (Page
 	return pageOf(window{s: string(win), base: base, total: total}, offset, limit), nil
 }
 
-// PageOf cuts one §7 page out of data; offset ≥ 0, limit > 0.
+// PageOf cuts one docs/meta-tools.md §7 page out of data; offset ≥ 0, limit > 0.
 func PageOf(data string, offset, limit int) Page {
 	return pageOf(window{s: data, total: len(data)}, offset, limit)
 }

@@ -205,6 +205,10 @@ func TestEverythingHTTP(t *testing.T) {
 		ID: connectorID, Title: "MCP Everything (remote)",
 		Description: "The MCP reference test server over streamable HTTP.",
 		URL:         endpoint,
+		// toggle-simulated-logging keeps its state per MCP session, and an
+		// HTTP connector opens one session per call unless it is shared
+		// (P4): the write round trip needs one session, as stdio has.
+		SharedSession: true,
 	})
 }
 

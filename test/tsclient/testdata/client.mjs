@@ -96,6 +96,25 @@ async function main() {
       await client.close();
       return;
     }
+    // A bearer token from $CONNECTA_TS_TOKEN (an OIDC access token or an
+    // issued token): list the tools and make one top-level call. Without
+    // a token, report how the connect fails.
+    case "bearer": {
+      const token = process.env.CONNECTA_TS_TOKEN || "";
+      const client = new Client({ name: "ts-client", version: "1.0.0" });
+      const requestInit = token ? { headers: { Authorization: `Bearer ${token}` } } : undefined;
+      try {
+        await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit }));
+      } catch (e) {
+        print({ connectError: String(e) });
+        return;
+      }
+      const { tools } = await client.listTools();
+      const res = await client.callTool({ name: "search_tools", arguments: { query: "issues" } });
+      print({ tools: tools.map((t) => t.name).sort(), isError: !!res.isError });
+      await client.close();
+      return;
+    }
     default:
       throw new Error("unknown scenario " + scenario);
   }

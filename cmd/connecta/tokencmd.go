@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connecta-dev/connecta/app"
+)
+
+const tokenUsage = "usage: connecta token create NAME | list | rename ID NAME | revoke ID --config FILE"
+
+// cmdToken is `connecta token create NAME | list | rename ID NAME | revoke
+// ID --config FILE`: operator-issued access tokens, for deployments without
+// the console. The secret is printed once, by create; every change is an
+// audit record with actor cli:<user>. The config must have accessTokens and
+// a durable store.
+func cmdToken(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, tokenUsage)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" {
+		c, _ := findCommand("token")
+		fmt.Fprintf(stdout, "usage: connecta %s\n\n%s.\nThe secret is shown once, by create; only its SHA-256 digest is stored.\n", c.synopsis, c.summary)
+		return 0
+	}
+	verb := args[0]
+	want := map[string]int{"create": 1, "list": 0, "rename": 2, "revoke": 1}
+	n, known := want[verb]
+	if !known {
+		fmt.Fprintln(stderr, tokenUsage)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cfg, st, _, pos, code := openWritableStore(ctx, "token", args[1:], stdout, stderr)
+	if st == nil {
+		return code
+	}
+	defer st.Close()
+	if len(pos) != n {
+		fmt.Fprintln(stderr, tokenUsage)
+		return 2
+	}
+	if !cfg.AccessTokens.Enabled {
+		fmt.Fprintf(stderr, "connecta token: %s has no accessTokens section; add `accessTokens: {maxActive: 100}` to issue tokens\n", cfg.File)
+		return 1
+	}
+	m, err := app.NewAccessTokens(cfg, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		fmt.Fprintf(stderr, "connecta token: %v\n", err)
+		return 1
+	}
+	who := cliActor()
+	switch verb {
+	case "create":
+		secret, t, err := m.Create(ctx, pos[0], who)
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta token create: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "token %s (%q) created; its secret, shown only now:\n%s\n", t.ID, t.Name, secret)
+	case "list":
+		list, err := m.List(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta token list: %v\n", err)
+			return 1
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tCREATED BY\tREVOKED")
+		for _, t := range list {
+			revoked := "-"
+			if t.Revoked() {
+				revoked = t.RevokedAt.Format(time.RFC3339) + " by " + t.RevokedBy
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), t.CreatedBy, revoked)
+		}
+		_ = tw.Flush()
+	case "rename":
+		t, err := m.Rename(ctx, pos[0], pos[1], who)
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta token rename: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "token %s renamed to %q\n", t.ID, t.Name)
+	case "revoke":
+		t, err := m.Revoke(ctx, pos[0], who)
+		if err != nil {
+			fmt.Fprintf(stderr, "connecta token revoke: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "token %s (%q) revoked\n", t.ID, t.Name)
+	}
+	return 0
+}
