@@ -272,4 +272,5 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.open("/operator/audit")
 	mustContain(t, "audit", b.html(), "session.signin", "token.create", "credential.set", "token.revoke", "oauth.flow_started", "oauth.granted", "oidc:alice")
 	b.screenshot("audit")
+	h.noSecretLogged(t, secret, keyedSecret, consoleSecret)
 }

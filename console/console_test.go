@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/console"
 	"github.com/connecta-dev/connecta/store"
 )
@@ -92,6 +96,20 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 	if _, list := op.get("/operator/tokens"); strings.Contains(list, "cta_") {
 		t.Fatal("the tokens page shows a secret after the issuing answer")
 	}
+	m := secretField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no secret on the issuing answer: %s", page)
+	}
+	token := m[1]
+
+	// Without a credential, the keyed connector is auth_required and
+	// authorize_connector names the console's Credentials page.
+	if text, isErr, err := h.callTool(ctx, token, "call_tool", map[string]any{"address": "keyed.whoami"}); err != nil || !isErr || !strings.Contains(text, `"recovery":"operator_config"`) {
+		t.Fatalf("keyed without credential: %v %s", err, text)
+	}
+	if text, _, err := h.callTool(ctx, token, "authorize_connector", map[string]any{"connector": "keyed"}); err != nil || !strings.Contains(text, `"operatorUrl":"`+h.base+`/operator/credentials"`) {
+		t.Fatalf("authorize_connector: %v %s", err, text)
+	}
 
 	// A credential over the bound: refused, nothing stored.
 	long := strings.Repeat("x", 16<<10+1)
@@ -112,7 +130,20 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 	if _, page := op.get("/operator/credentials"); strings.Contains(page, keyedSecret) || !strings.Contains(page, "<strong>set</strong>") {
 		t.Fatalf("credentials page: %s", page)
 	}
-	if _, page := op.get("/operator/audit"); !strings.Contains(page, "credential.set") || !strings.Contains(page, "token.create") || strings.Contains(page, keyedSecret) {
+	if text, isErr, err := h.callTool(ctx, token, "call_tool", map[string]any{"address": "keyed.whoami"}); err != nil || isErr || !strings.Contains(text, "key accepted") {
+		t.Fatalf("keyed with credential: %v %s", err, text)
+	}
+	// Replacing the value applies to the next call, no restart.
+	if status, _ := op.post("/operator/credentials/keyed", url.Values{"csrf": {csrf}, "value": {"wrong-key"}}, ""); status != http.StatusSeeOther {
+		t.Fatalf("replace credential: %d", status)
+	}
+	if text, isErr, err := h.callTool(ctx, token, "call_tool", map[string]any{"address": "keyed.whoami"}); err != nil || !isErr || !strings.Contains(text, "auth_required") {
+		t.Fatalf("keyed with a wrong credential: %v %s", err, text)
+	}
+	if status, _ := op.post("/operator/credentials/keyed/delete", url.Values{"csrf": {csrf}}, ""); status != http.StatusSeeOther {
+		t.Fatalf("remove credential: %d", status)
+	}
+	if _, page := op.get("/operator/audit"); !strings.Contains(page, "credential.delete") || !strings.Contains(page, "credential.set") || !strings.Contains(page, "token.create") || strings.Contains(page, keyedSecret) {
 		t.Fatalf("audit: %s", page)
 	}
 
@@ -141,9 +172,11 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 	if status, page := expired.get("/operator/"); status != http.StatusUnauthorized || !strings.Contains(page, "session expired") {
 		t.Fatalf("expired session: %d %s", status, page)
 	}
+	h.noSecretLogged(t, token, op.cookie, csrf, keyedSecret, "wrong-key", consoleSecret)
 }
 
-// TestConsole_WithoutOIDC: the console says how to enable it.
+// TestConsole_CallbackRateLimited: a burst of sign-in callbacks is cut off
+// with 429 before any reaches the provider.
 func TestConsole_CallbackRateLimited(t *testing.T) {
 	h := startHarness(t)
 	limited := 0
@@ -159,5 +192,43 @@ func TestConsole_CallbackRateLimited(t *testing.T) {
 	}
 	if limited == 0 {
 		t.Fatal("40 callbacks at once were never rate-limited")
+	}
+}
+
+// TestConsole_WithoutOIDC: without auth.oidc every console page says how to
+// enable it, and a mutation changes nothing.
+func TestConsole_WithoutOIDC(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("connectors: []\n"), config.Resolver{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), app.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Server.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/operator/", "/operator/tokens", "/operator/signin"} {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "auth.oidc") || res.Header.Get("Content-Security-Policy") != console.CSP {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/operator/tokens", strings.NewReader("name=x"))
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST without OIDC: %d", res.StatusCode)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,6 +47,7 @@ type harness struct {
 	app    *app.App
 	rs     *oidctest.ProtectedServer
 	keyed  atomic.Int64 // calls the keyed server ran
+	logs   *syncBuffer  // everything connecta logged, at debug level
 	cancel context.CancelFunc
 }
 
@@ -99,7 +102,9 @@ connectors:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	a, err := app.New(ctx, app.Options{Config: cfg, Version: "test"})
+	h.logs = &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := app.New(ctx, app.Options{Config: cfg, Version: "test", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,3 +296,33 @@ func chromiumPath(t *testing.T) string {
 	t.Skipf("chromium is not installed (apt-get install chromium); skipping the browser test")
 	return ""
 }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// noSecretLogged fails t if any of secrets appears in connecta's log.
+func (h *harness) noSecretLogged(t *testing.T, secrets ...string) {
+	t.Helper()
+	logs := h.logs.String()
+	for _, s := range secrets {
+		if s != "" && strings.Contains(logs, s) {
+			t.Errorf("the log carries a secret (%.8s…)", s)
+		}
+	}
+}
+
+var secretField = regexp.MustCompile(`id="secret" readonly value="([^"]+)"`)
