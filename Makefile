@@ -185,3 +185,11 @@ load:
 # inbound identity tests; needs node >= 20.19 and npm.
 oidc-provider:
 	npm ci --prefix test/oidc/testdata --no-audit --no-fund
+
+# --- the operator console's pages, as the README shows them ---
+.PHONY: screenshots
+# screenshots: run the console's browser test (Debian's chromium, the pinned
+# oidc-provider) and save a PNG of each page into docs/console/. Not run by CI.
+screenshots:
+	mkdir -p docs/console
+	CONNECTA_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run TestBrowser_OperatorConsole ./console/
