@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -102,8 +103,8 @@ func (c *connector) runRefresh() (any, error) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.g.life, CatalogRefreshTimeout)
 	defer cancel()
-	ex := &exchange{}
-	ctx = withExchange(ctx, ex)
+	ex := &rawmcp.Exchange{}
+	ctx = rawmcp.WithExchange(ctx, ex)
 	started := c.g.now()
 	var entry *catalogEntry
 	err := c.credentialPresent(ctx)
@@ -112,7 +113,7 @@ func (c *connector) runRefresh() (any, error) {
 	}
 	var f *failure
 	if err != nil {
-		f = c.classify(ctx, err, ex.snapshot())
+		f = c.classify(ctx, err, ex.Snapshot())
 		if f.code == CodeTimeout {
 			f = &failure{code: CodeCatalogLookupFailed, message: fmt.Sprintf("tools/list timed out after %dms", CatalogRefreshTimeout.Milliseconds()), retryable: true}
 		}
@@ -153,15 +154,15 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 		if page >= MaxCatalogPages {
 			return nil, errPartialCatalog("too many pages")
 		}
-		slot := &rawSlot{}
-		res, err := ls.cs.ListTools(withRawSlot(ctx, slot), &mcp.ListToolsParams{Cursor: cursor})
-		slot.release()
+		slot := &rawmcp.Slot{}
+		res, err := ls.cs.ListTools(rawmcp.WithSlot(ctx, slot), &mcp.ListToolsParams{Cursor: cursor})
+		slot.Release()
 		if err != nil && errors.Is(err, mcp.ErrSessionMissing) && !reconnected && page == 0 {
 			// The downstream forgot the session (404): reconnect once.
 			reconnected = true
 			c.drop(ls)
-			if exn := exchangeFrom(ctx); exn != nil {
-				exn.reset()
+			if exn := rawmcp.ExchangeFrom(ctx); exn != nil {
+				exn.Reset()
 			}
 			if ls, err = c.session(ctx); err != nil {
 				return nil, err
@@ -175,7 +176,7 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 			}
 			return nil, err
 		}
-		raw, ok := slot.get()
+		raw, ok := slot.Result()
 		if !ok {
 			// Not captured (should not happen): fall back to the SDK's
 			// decoding, which loses key order but not correctness.

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/oauth"
@@ -79,7 +80,7 @@ func isRPCError(err error) bool {
 // should do next, from what the transport saw (status, Retry-After, errno)
 // and what the SDK returned. It never invents a cause: what it cannot name
 // is connector_call_failed.
-func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot) *failure {
+func (c *connector) classify(ctx context.Context, err error, ex rawmcp.ExchangeSnapshot) *failure {
 	var f *failure
 	if errors.As(err, &f) {
 		return f
@@ -96,17 +97,17 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 	if errors.Is(err, errGatewayClosed) {
 		return &failure{code: CodeCancelled, message: "connecta is shutting down"}
 	}
-	if ex.bodyCapped {
+	if ex.BodyCapped {
 		return &failure{code: CodeConnectorCallFailed, message: fmt.Sprintf("the downstream response exceeded %d bytes", c.g.maxBody)}
 	}
-	if ex.failed && ex.transport == nil {
-		st := ex.status
+	if ex.Failed && ex.Transport == nil {
+		st := ex.Status
 		switch {
 		case st == http.StatusUnauthorized || st == http.StatusForbidden:
 			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st)}
 		case st == http.StatusTooManyRequests:
 			f := &failure{code: CodeRateLimited, status: st, retryable: true, message: httpStatusText(st)}
-			if ms, ok := parseRetryAfter(ex.retryAfter, c.g.now()); ok {
+			if ms, ok := parseRetryAfter(ex.RetryAfter, c.g.now()); ok {
 				f.retryAfterMs = &ms
 			}
 			return f
@@ -116,8 +117,8 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 			return &failure{code: CodeConnectorCallFailed, status: st, message: "the downstream answered " + httpStatusText(st)}
 		}
 	}
-	if ex.transport != nil {
-		code := transportCode(ex.transport)
+	if ex.Transport != nil {
+		code := transportCode(ex.Transport)
 		msg := "the downstream could not be reached"
 		if code != "" {
 			msg += " (" + code + ")"
@@ -163,9 +164,9 @@ func (c *connector) classify(ctx context.Context, err error, ex exchangeSnapshot
 // exchange's transport error, or returned through the SDK) onto E2:
 // auth_required with its message, or unavailable naming the server (or
 // the store) that could not be reached.
-func oauthFailure(err error, ex exchangeSnapshot) *failure {
+func oauthFailure(err error, ex rawmcp.ExchangeSnapshot) *failure {
 	var oe *oauth.Error
-	if !errors.As(ex.transport, &oe) && !errors.As(err, &oe) {
+	if !errors.As(ex.Transport, &oe) && !errors.As(err, &oe) {
 		return nil
 	}
 	if oe.Code == oauth.CodeUnavailable {
@@ -237,7 +238,7 @@ func (c *connector) authError(f *failure, operation string) *Error {
 // anything else is catalog_lookup_failed (retryable per cause, retryAfterMs
 // when known).
 func (c *connector) catalogError(ctx context.Context, err error, operation string) *Error {
-	f := c.classify(ctx, err, exchangeSnapshot{})
+	f := c.classify(ctx, err, rawmcp.ExchangeSnapshot{})
 	switch f.code {
 	case CodeAuthRequired:
 		return c.authError(f, operation)

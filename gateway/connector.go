@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/singleflight"
@@ -283,8 +284,8 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 		ls.server = ss
 		transport = ct
 	}
-	if c.kind != kindHTTP { // HTTP results are captured by the round tripper (rawhttp.go)
-		transport = rawTransport{inner: transport}
+	if c.kind != kindHTTP { // HTTP results are captured by the round tripper (rawmcp.Sniff)
+		transport = rawmcp.Transport(transport)
 	}
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -250,9 +251,9 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 
 	// Exactly one downstream attempt (Y1).
 	res.Attempts = 1
-	ex := &exchange{}
+	ex := &rawmcp.Exchange{}
 	t2 := g.now()
-	raw, result, err := c.call(withProgress(withExchange(callCtx, ex), req.Progress), scope, toolName, args)
+	raw, result, err := c.call(withProgress(rawmcp.WithExchange(callCtx, ex), req.Progress), scope, toolName, args)
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
 		// The gateway or scope closing ends callCtx through AfterFunc, on
@@ -264,7 +265,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 			}
 			return finish(e)
 		}
-		f := c.classify(callCtx, err, ex.snapshot())
+		f := c.classify(callCtx, err, ex.Snapshot())
 		if f.code != CodeCancelled {
 			c.recordFailure(f.code)
 		}
@@ -398,14 +399,14 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	meta, endProgress := c.g.progressMeta(ctx)
 	defer endProgress()
 	for attempt := 0; ; attempt++ {
-		slot := &rawSlot{}
-		result, err := ls.cs.CallTool(withRawSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
-		raw, _ := slot.get()
-		slot.release()
+		slot := &rawmcp.Slot{}
+		result, err := ls.cs.CallTool(rawmcp.WithSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
+		raw, _ := slot.Result()
+		slot.Release()
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
 			drop(ls)
-			if ex := exchangeFrom(ctx); ex != nil {
-				ex.reset()
+			if ex := rawmcp.ExchangeFrom(ctx); ex != nil {
+				ex.Reset()
 			}
 			if ls, err = session(ctx); err != nil {
 				return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/oauth"
 )
 
@@ -26,7 +27,7 @@ func TestOAuthFailuresMapOntoE2(t *testing.T) {
 		{&oauth.Error{Code: oauth.CodeUnavailable, Component: "store", Message: "the store could not read the grant"},
 			[]string{`"code":"unavailable"`, `"component":"store"`}},
 	} {
-		f := c.classify(ctx, tc.err, exchangeSnapshot{failed: true, transport: tc.err})
+		f := c.classify(ctx, tc.err, rawmcp.ExchangeSnapshot{Failed: true, Transport: tc.err})
 		e := c.callError(f, "docs.search", 0)
 		b, err := json.Marshal(e.Object())
 		if err != nil {

@@ -10,87 +10,25 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"golang.org/x/sys/unix"
 )
 
 // The go-sdk client's errors carry neither the HTTP status, Retry-After nor
-// the errno (docs/PITFALLS.md), so every downstream request goes through
-// captureTransport, which records them into the exchange the calling context
-// carries, and caps the response body before anything reads it into memory.
+// the errno, nor its results their raw bytes (go-sdk issue #967, package
+// rawmcp), so every downstream request goes through captureTransport, which
+// records them into the rawmcp.Exchange the calling context carries, hands
+// the raw result to its rawmcp.Slot, and caps the response body before
+// anything reads it into memory.
 
 // errBodyTooLarge is what a capped response body returns past the cap.
 var errBodyTooLarge = errors.New("downstream response body exceeds the size cap")
 
-// exchange is what one call (or one catalog refresh) learned about its HTTP
-// requests. The first failure wins: it is the one the SDK reacted to.
-type exchange struct {
-	mu         sync.Mutex
-	failed     bool
-	status     int
-	retryAfter string
-	transport  error // error from the base RoundTripper, nil when a response came
-	bodyCapped bool
-}
-
-type exchangeKey struct{}
-
-func withExchange(ctx context.Context, ex *exchange) context.Context {
-	return context.WithValue(ctx, exchangeKey{}, ex)
-}
-
-func exchangeFrom(ctx context.Context) *exchange {
-	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return ex
-}
-
-func (ex *exchange) recordResponse(status int, retryAfter string) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.failed || status < 300 {
-		return
-	}
-	ex.failed, ex.status, ex.retryAfter = true, status, retryAfter
-}
-
-func (ex *exchange) recordTransport(err error) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.failed {
-		return
-	}
-	ex.failed, ex.transport = true, err
-}
-
-func (ex *exchange) recordCapped() {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.bodyCapped = true
-}
-
-// snapshot is a copy safe to read without the lock.
-type exchangeSnapshot struct {
-	failed     bool
-	status     int
-	retryAfter string
-	transport  error
-	bodyCapped bool
-}
-
-func (ex *exchange) snapshot() exchangeSnapshot {
-	if ex == nil {
-		return exchangeSnapshot{}
-	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	return exchangeSnapshot{ex.failed, ex.status, ex.retryAfter, ex.transport, ex.bodyCapped}
-}
-
 // captureTransport adds the connector's configured headers, records each
-// POST's outcome into the context's exchange and caps response bodies. GETs
+// POST's outcome into the context's rawmcp.Exchange and caps response bodies. GETs
 // (the standalone SSE stream and resumptions) belong to the session, not to
 // a call, so they are only capped per event by the SDK.
 type captureTransport struct {
@@ -109,33 +47,23 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if req.Method == http.MethodDelete {
 		return t.deleteSession(req)
 	}
-	ex := exchangeFrom(req.Context())
+	ex := rawmcp.ExchangeFrom(req.Context())
 	if req.Method != http.MethodPost {
 		ex = nil
-	}
-	var sniff *rawSniffer
-	if slot, _ := req.Context().Value(rawSlotKey{}).(*rawSlot); slot != nil && req.Method == http.MethodPost {
-		if id, ok := callID(req); ok {
-			sniff = &rawSniffer{slot: slot, id: id}
-		}
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		if ex != nil && req.Context().Err() == nil {
-			ex.recordTransport(err)
+			ex.RecordTransport(err)
 		}
 		return nil, err
 	}
 	if ex != nil {
-		ex.recordResponse(resp.StatusCode, resp.Header.Get("Retry-After"))
+		ex.RecordResponse(resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if req.Method == http.MethodPost && resp.Body != nil {
 		resp.Body = &cappedBody{rc: resp.Body, left: t.maxBytes, ex: ex}
-		if sniff != nil && resp.StatusCode/100 == 2 {
-			sniff.rc = resp.Body
-			sniff.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Type"))), "text/event-stream")
-			resp.Body = sniff
-		}
+		rawmcp.Sniff(req, resp, MaxResponseBodyBytes)
 	}
 	return resp, nil
 }
@@ -170,7 +98,7 @@ func (b *cancelOnClose) Close() error {
 type cappedBody struct {
 	rc   io.ReadCloser
 	left int64
-	ex   *exchange
+	ex   *rawmcp.Exchange
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
@@ -180,7 +108,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
 			if b.ex != nil {
-				b.ex.recordCapped()
+				b.ex.RecordCapped()
 			}
 			return 0, errBodyTooLarge
 		}
@@ -261,12 +189,4 @@ func httpStatusText(status int) string {
 		return fmt.Sprintf("HTTP %d %s", status, t)
 	}
 	return fmt.Sprintf("HTTP %d", status)
-}
-
-// reset forgets what was recorded (before the one reconnect after a 404
-// session expiry, whose failure is not the call's).
-func (ex *exchange) reset() {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.failed, ex.status, ex.retryAfter, ex.transport, ex.bodyCapped = false, 0, "", nil, false
 }

@@ -1,22 +1,35 @@
-package gateway
+package rawmcp
 
 import (
 	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 )
 
-// For streamable HTTP the raw results are read off the wire here instead of
-// by wrapping the SDK's connection: the SDK drives its legacy-protocol
-// session (protocol header, standalone SSE stream for list_changed) through
-// an unexported method a wrapper would hide. The sniffer sees the bytes
-// before the SDK's reader does, so the slot is filled before the call
-// returns.
+// Sniff wraps resp.Body so that, when req's context carries a Slot and req
+// is a tools/call or tools/list POST answered 2xx, the matching JSON-RPC
+// result fills the Slot as the SDK reads the body (a JSON body or SSE
+// events). The sniffer sees the bytes before the SDK's reader does, so the
+// Slot is filled before the call returns. maxRequestBytes bounds how much of
+// the request body is read to find its id.
+func Sniff(req *http.Request, resp *http.Response, maxRequestBytes int64) {
+	slot := slotFrom(req.Context())
+	if slot == nil || req.Method != http.MethodPost || resp.Body == nil || resp.StatusCode/100 != 2 {
+		return
+	}
+	id, ok := callID(req, maxRequestBytes)
+	if !ok {
+		return
+	}
+	sse := strings.HasPrefix(strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Type"))), "text/event-stream")
+	resp.Body = &rawSniffer{rc: resp.Body, slot: slot, id: id, sse: sse}
+}
 
 // callID returns the JSON-RPC id of a tools/call or tools/list request body,
 // restoring the body for the real round trip.
-func callID(req *http.Request) (any, bool) {
+func callID(req *http.Request, maxBytes int64) (any, bool) {
 	if req.Body == nil || req.GetBody == nil {
 		return nil, false
 	}
@@ -29,7 +42,7 @@ func callID(req *http.Request) (any, bool) {
 		ID     any    `json:"id"`
 		Method string `json:"method"`
 	}
-	if json.NewDecoder(io.LimitReader(body, MaxResponseBodyBytes)).Decode(&head) != nil || head.ID == nil {
+	if json.NewDecoder(io.LimitReader(body, maxBytes)).Decode(&head) != nil || head.ID == nil {
 		return nil, false
 	}
 	if head.Method != "tools/call" && head.Method != "tools/list" {
@@ -42,7 +55,7 @@ func callID(req *http.Request) (any, bool) {
 // response whose id matches, from a JSON body or from SSE events.
 type rawSniffer struct {
 	rc   io.ReadCloser
-	slot *rawSlot
+	slot *Slot
 	id   any
 	sse  bool
 	buf  []byte // JSON: the whole body; SSE: the unterminated line
