@@ -444,3 +444,13 @@ func (k *keySet) fetch(ctx context.Context, jwksURL string) ([]jose.JSONWebKey, 
 	}
 	return keys, nil
 }
+
+// Check fetches the provider's discovery document and JWKS now (for
+// `connecta doctor`) and reports how many usable signing keys it publishes.
+func (v *Verifier) Check(ctx context.Context) (int, error) {
+	keys, err := v.keys.refresh(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(matching(keys, "")), nil
+}
