@@ -177,7 +177,7 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		CreatedAt: time.Now().Add(-time.Hour), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	expired := &operator{h: h, c: op.c, cookie: secret}
+	expired := &operator{h: h, base: h.base, c: op.c, cookie: secret}
 	if status, page := expired.get("/operator/"); status != http.StatusUnauthorized || !strings.Contains(page, "session expired") {
 		t.Fatalf("expired session: %d %s", status, page)
 	}
@@ -307,5 +307,34 @@ func TestConsole_ActivityPages(t *testing.T) {
 	}
 	if status, page := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {strings.Repeat("n", 81)}}, ""); status != http.StatusBadRequest || !strings.Contains(page, "Nothing was changed") {
 		t.Fatalf("long name %d", status)
+	}
+}
+
+// TestConsole_SessionsAcrossReplicas: two replicas on one store behind one
+// publicUrl. A sign-in started on one finishes on the other; the session
+// works on both; signing out on one ends it on the other.
+func TestConsole_SessionsAcrossReplicas(t *testing.T) {
+	h := startHarness(t)
+	other := h.replica(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	op, status, _ := h.signInVia(ctx, "alice", other)
+	if status != http.StatusSeeOther || op.cookie == "" {
+		t.Fatalf("sign-in finished on the other replica: %d", status)
+	}
+	for _, base := range []string{h.base, other} {
+		op.base = base
+		if status, page := op.get("/operator/tokens"); status != http.StatusOK || !strings.Contains(page, "alice@example.com") {
+			t.Fatalf("%s: %d", base, status)
+		}
+	}
+	csrf := op.csrf()
+	op.base = other
+	if status, _ := op.post("/operator/signout", url.Values{"csrf": {csrf}}, ""); status != http.StatusOK {
+		t.Fatalf("sign-out: %d", status)
+	}
+	op.base = h.base
+	if status, _ := op.get("/operator/tokens"); status != http.StatusUnauthorized {
+		t.Fatalf("after sign-out on the other replica: %d", status)
 	}
 }
