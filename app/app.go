@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,11 +78,12 @@ type App struct {
 	Server    *server.Server
 
 	state    *State
-	tokens   *accesstoken.Manager   // nil without accessTokens
-	inbound  *inbound.Authenticator // nil without accessTokens and auth.oidc
-	oauth    *oauth.Manager         // nil without publicUrl
-	oauthDB  *sql.DB                // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
-	cfg      *config.Config         // what runs (Reload replaces its reloadable sections)
+	tokens   *accesstoken.Manager          // nil without accessTokens
+	inbound  *inbound.Authenticator        // nil without accessTokens and auth.oidc
+	oauth    *oauth.Manager                // nil without publicUrl
+	oauthDB  *sql.DB                       // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
+	cfg      *config.Config                // what runs (Reload replaces its reloadable sections)
+	live     atomic.Pointer[config.Config] // cfg, for readers on other goroutines (the console)
 	ownsPool bool
 }
 
@@ -99,6 +101,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	a := &App{Registry: o.Registry, cfg: cfg}
+	a.live.Store(cfg)
 	if a.Registry == nil {
 		a.Registry = prometheus.NewRegistry()
 		a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -148,6 +151,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Metrics:     a.Registry,
 		Version:     o.Version,
 		OAuth:       oauthTransport(flows),
+		Credentials: vaultCredentials{a.state.vault},
+		OperatorURL: OperatorURL(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -186,7 +191,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		codeAdmission = func() server.AdmissionSnapshot { return ExecutorAdmission(pool.Snapshot()) }
 	}
 
+	ops, err := a.newConsole(a.tokens, log)
+	if err != nil {
+		return nil, err
+	}
+
 	a.Server, err = server.New(server.Options{
+		Operator:         ops.Handler(),
 		MetricsElsewhere: cfg.MetricsListen != "",
 		Name:             ServerName,
 		Version:          o.Version,
@@ -278,6 +289,9 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			SharedSession:  c.SharedSession,
 			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth: c.OAuth != nil,
+		}
+		if c.Credential != nil {
+			spec.Credential = &gateway.CredentialSlot{Label: c.Credential.Label, Header: c.Credential.Header, Scheme: c.Credential.Scheme}
 		}
 		if len(c.Headers) > 0 {
 			spec.Headers = make(map[string]string, len(c.Headers))

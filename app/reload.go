@@ -74,6 +74,7 @@ func (a *App) Reload(next *config.Config, log *slog.Logger) {
 	running := *a.cfg
 	running.Auth, running.Requests, running.Execute, running.Connectors = next.Auth, next.Requests, next.Execute, next.Connectors
 	a.cfg = &running
+	a.live.Store(a.cfg)
 	log.Info("configuration reloaded", "tokens", len(next.Auth.Tokens), "connectors", len(next.Connectors),
 		"added", changed.Added, "removed", changed.Removed, "changed", changed.Changed)
 }

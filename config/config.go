@@ -155,6 +155,9 @@ type Connector struct {
 
 	// OAuth is set for `oauth: {}` (downstream OAuth; url connectors only).
 	OAuth *OAuth
+	// Credential is set for `credential: {label, header, scheme}`: the
+	// header's value comes from the vault (url connectors only).
+	Credential *CredentialSlot
 
 	MaxConcurrency int
 	// SharedSession (url connectors only) is the operator's statement that
@@ -324,3 +327,19 @@ func (c *Config) Connector(id string) *Connector {
 	}
 	return nil
 }
+
+// CredentialSlot is a connector's operator-set credential: the vault value
+// (kind "credential", name "value") is sent as Header, prefixed by
+// "Scheme " unless Scheme is empty.
+type CredentialSlot struct {
+	Label  string
+	Header string
+	Scheme string
+}
+
+// Defaults of a `credential` slot.
+const (
+	DefaultCredentialLabel  = "API key"
+	DefaultCredentialHeader = "Authorization"
+	DefaultCredentialScheme = "Bearer"
+)

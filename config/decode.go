@@ -697,7 +697,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -822,6 +822,13 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 					d.fail(e.key, path+".oauth", "and headers.Authorization are mutually exclusive: with oauth, connecta sends the grant's access token")
 				}
 			}
+		}
+	}
+	if e, ok := fs["credential"]; ok {
+		if _, isURL := fs["url"]; !isURL {
+			d.fail(e.key, path+".credential", "applies only to url connectors (the value is sent as an HTTP header)")
+		} else {
+			d.credential(e.val, path+".credential", &c)
 		}
 	}
 	if e, ok := fs["maxConcurrency"]; ok {
@@ -1191,4 +1198,58 @@ func (c *Config) SetListen(addr string) error {
 	}
 	c.Listen, c.ListenLine = addr, 0
 	return nil
+}
+
+// credential decodes `credential: {label, header, scheme}`: a header whose
+// value an operator sets in the vault (console or `connecta credential
+// set`), filled in on every request. It may not share a header with
+// `headers` or with oauth.
+func (d *decoder) credential(n *yaml.Node, path string, c *Connector) {
+	cr := &CredentialSlot{Label: DefaultCredentialLabel, Header: DefaultCredentialHeader, Scheme: DefaultCredentialScheme}
+	if !isNull(n) {
+		fs, ok := d.fields(n, path, "label", "header", "scheme")
+		if !ok {
+			return
+		}
+		if e, ok := fs["label"]; ok {
+			if s, ok := d.str(e.val, path+".label"); ok {
+				if s = strings.TrimSpace(s); s == "" || hasControl(s) || len(s) > 80 {
+					d.fail(e.val, path+".label", "must be 1 to 80 characters without control characters")
+				} else {
+					cr.Label = s
+				}
+			}
+		}
+		if e, ok := fs["header"]; ok {
+			if s, ok := d.str(e.val, path+".header"); ok {
+				if !validHeaderName(s) || containsFold(transportHeaders, s) {
+					d.fail(e.val, path+".header", "%q is not a header connecta can send", clip(s))
+				} else {
+					cr.Header = s
+				}
+			}
+		}
+		if e, ok := fs["scheme"]; ok {
+			if isNull(e.val) {
+				cr.Scheme = ""
+			} else if s, ok := d.str(e.val, path+".scheme"); ok {
+				if hasControl(s) || strings.ContainsAny(s, " \t") || len(s) > 40 {
+					d.fail(e.val, path+".scheme", "must be one word (e.g. Bearer), or empty to send the value as is")
+				} else {
+					cr.Scheme = s
+				}
+			}
+		}
+	}
+	for _, h := range c.Headers {
+		if strings.EqualFold(h.Name, cr.Header) {
+			d.fail(n, path, "and headers.%s set the same header: remove one", h.Name)
+			return
+		}
+	}
+	if c.OAuth != nil && strings.EqualFold(cr.Header, "Authorization") {
+		d.fail(n, path, "and oauth both set Authorization: with oauth, connecta sends the grant's access token")
+		return
+	}
+	c.Credential = cr
 }

@@ -105,7 +105,11 @@ func (c *connector) runRefresh() (any, error) {
 	ex := &exchange{}
 	ctx = withExchange(ctx, ex)
 	started := c.g.now()
-	entry, err := c.listTools(ctx)
+	var entry *catalogEntry
+	err := c.credentialPresent(ctx)
+	if err == nil {
+		entry, err = c.listTools(ctx)
+	}
 	var f *failure
 	if err != nil {
 		f = c.classify(ctx, err, ex.snapshot())

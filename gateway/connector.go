@@ -108,6 +108,12 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 			}
 			base = g.opts.OAuth.Transport(spec.ID, base)
 		}
+		if spec.Credential != nil {
+			if g.opts.Credentials == nil {
+				return nil, fmt.Errorf("credential is set but the gateway has no credential source")
+			}
+			base = &credentialTransport{base: base, id: spec.ID, slot: *spec.Credential, src: g.opts.Credentials}
+		}
 		c.http = &http.Client{
 			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
 			// Redirects are not followed: a redirect could carry the
@@ -119,6 +125,9 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		kinds++
 		c.kind = kindStdio
 		c.stderr = newTailBuffer(StderrTailBytes, spec.Secrets)
+	}
+	if spec.Credential != nil && spec.URL == "" {
+		return nil, fmt.Errorf("credential applies only to url connectors")
 	}
 	if spec.OAuth && spec.URL == "" {
 		return nil, fmt.Errorf("oauth applies only to url connectors")

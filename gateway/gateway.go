@@ -61,6 +61,10 @@ type ConnectorSpec struct {
 
 	InProcess func() *mcp.Server
 
+	// Credential (URL connectors only) is a header whose value an operator
+	// sets in the vault; Options.Credentials supplies it on every request.
+	Credential *CredentialSlot
+
 	// OAuth marks a URL connector whose requests carry a downstream OAuth
 	// grant (Options.OAuth supplies the transport); its auth failures
 	// recover through authorize_connector with recovery "oauth".
@@ -72,6 +76,22 @@ type ConnectorSpec struct {
 // are *oauth.Error.
 type OAuthTransport interface {
 	Transport(connectorID string, base http.RoundTripper) http.RoundTripper
+}
+
+// CredentialSlot names the header a connector's operator-set credential
+// is sent in, and its scheme ("" sends the value as is).
+type CredentialSlot struct {
+	Label, Header, Scheme string
+}
+
+// ErrNoCredential: no credential is set for the connector.
+var ErrNoCredential = errors.New("no credential is set")
+
+// CredentialSource reads a connector's operator-set credential, on every
+// request (so a replaced value applies at once). It answers
+// ErrNoCredential when none is set.
+type CredentialSource interface {
+	Credential(ctx context.Context, connectorID string) (string, error)
 }
 
 // Options configure a Gateway.
@@ -98,6 +118,11 @@ type Options struct {
 	MaxCatalogBytes int
 	// OAuth is required when a connector sets OAuth.
 	OAuth OAuthTransport
+	// Credentials is required when a connector sets Credential.
+	Credentials CredentialSource
+	// OperatorURL is the console page where an operator sets credentials
+	// (authorize_connector's operatorUrl); "" when there is no console.
+	OperatorURL string
 }
 
 // Gateway is the connector registry and the one invocation path both front
@@ -313,6 +338,21 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 	}
 	s := c.spec
 	switch {
+	case s.Credential != nil:
+		out := Object{
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "operator_config"},
+			{Key: "credential", Value: Object{
+				{Key: "label", Value: s.Credential.Label},
+				{Key: "fields", Value: []Object{{{Key: "name", Value: "value"}, {Key: "guidance", Value: s.Credential.Label}}}},
+			}},
+		}
+		where := "with `connecta credential set " + s.ID + " value`"
+		if u := g.opts.OperatorURL; u != "" {
+			out = append(out, Field{Key: "operatorUrl", Value: u})
+			where = "on the console's Credentials page (" + u + ")"
+		}
+		return append(out, Field{Key: "instructions", Value: fmt.Sprintf("An operator must set the %s of connector %q %s; then retry the call. The credential is never passed through this tool.", s.Credential.Label, s.ID, where)}), nil
 	case s.MissingCredential != "":
 		return Object{
 			{Key: "connector", Value: s.ID},

@@ -255,7 +255,9 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	raw, result, err := c.call(withProgress(withExchange(callCtx, ex), req.Progress), scope, toolName, args)
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
-		if callCtx.Err() != nil {
+		// The gateway or scope closing ends callCtx through AfterFunc, on
+		// another goroutine: a failure the close caused may be seen first.
+		if callCtx.Err() != nil || g.life.Err() != nil || (scope != nil && scope.ctx.Err() != nil) {
 			e := ctxFailure()
 			if e.Code == CodeTimeout {
 				c.recordFailure(CodeTimeout)

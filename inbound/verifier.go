@@ -257,10 +257,9 @@ type keyOutcome struct{ reason string }
 type keyOutcomeKey struct{}
 
 // keySet is the provider's JWKS (an oidc.KeySet): found by discovery, cached,
-// refetched when a token names a key id it does not hold (at most once per
-// refreshEvery) and when older than maxAge. A known key id whose signature
-// fails is a bad signature without any fetch; a fetch that fails leaves the
-// cached keys in use.
+// refetched when a token names a key id it does not hold or its signature
+// fails under a known one (at most once per refreshEvery) and when older
+// than maxAge; a fetch that fails leaves the cached keys in use.
 type keySet struct {
 	issuer       string
 	client       *http.Client
@@ -295,11 +294,12 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 
 	keys, stale, recent := k.cached()
 	cands := matching(keys, kid)
+	fetched := false
 	if (len(keys) == 0 || stale || len(cands) == 0) && !recent {
 		got, err := k.refresh(ctx)
 		switch {
 		case err == nil:
-			keys, cands = got, matching(got, kid)
+			keys, cands, fetched = got, matching(got, kid), true
 		case len(cands) == 0:
 			// Nothing cached, or a key id we may not know only because the
 			// provider cannot be asked (a rotation): not the caller's fault.
@@ -310,17 +310,35 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 		out.reason = ReasonProviderUnavailable // the last attempt just failed
 		return nil, errFetch
 	}
+	if payload, ok := verifyWith(jws, cands); ok {
+		return payload, nil
+	}
+	// A known key id whose signature fails: a forgery, or a provider that
+	// rotated the key under the same id. One refetch tells (throttled like
+	// the others); while the provider is down, it stays a bad signature.
+	if !fetched && len(cands) > 0 && !recent {
+		if got, err := k.refresh(ctx); err == nil {
+			cands = matching(got, kid)
+			if payload, ok := verifyWith(jws, cands); ok {
+				return payload, nil
+			}
+		}
+	}
 	if len(cands) == 0 {
 		out.reason = ReasonUnknownKey
 		return nil, errors.New("no key with that id")
 	}
-	for i := range cands {
-		if payload, err := jws.Verify(&cands[i]); err == nil {
-			return payload, nil
-		}
-	}
 	out.reason = ReasonBadSignature
 	return nil, errors.New("signature does not verify")
+}
+
+func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey) ([]byte, bool) {
+	for i := range keys {
+		if payload, err := jws.Verify(&keys[i]); err == nil {
+			return payload, true
+		}
+	}
+	return nil, false
 }
 
 // matching are the keys usable for kid (all of them when kid is empty).
@@ -425,4 +443,14 @@ func (k *keySet) fetch(ctx context.Context, jwksURL string) ([]jose.JSONWebKey, 
 		keys = append(keys, key)
 	}
 	return keys, nil
+}
+
+// Check fetches the provider's discovery document and JWKS now (for
+// `connecta doctor`) and reports how many usable signing keys it publishes.
+func (v *Verifier) Check(ctx context.Context) (int, error) {
+	keys, err := v.keys.refresh(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(matching(keys, "")), nil
 }

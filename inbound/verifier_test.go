@@ -115,9 +115,12 @@ func TestVerifier_RealProviderTokens(t *testing.T) {
 
 	parts := strings.Split(alice, ".")
 	sig := []byte(parts[2])
-	sig[10] ^= 'A' ^ 'B' // flip bits inside the signature
-	if sig[10] == parts[2][10] {
-		sig[10] = 'x'
+	// Change one base64url character inside the signature (still valid
+	// base64url, still 64 bytes: only the signature is wrong).
+	if sig[10] == 'A' {
+		sig[10] = 'B'
+	} else {
+		sig[10] = 'A'
 	}
 	tampered := parts[0] + "." + parts[1] + "." + string(sig)
 	none := b64(map[string]string{"alg": "none", "typ": "at+jwt"}) + "." + parts[1] + "."
@@ -223,4 +226,37 @@ func TestMatchRule(t *testing.T) {
 			t.Errorf("%+v on %v = %v", tc.rule, tc.claims, got)
 		}
 	}
+}
+
+// A provider that rotates its signing keys (restarted on the same issuer
+// with new keys, under new key ids or the same ones): the verifier's
+// cached keys no longer verify, and it refetches the JWKS — on the unknown
+// key id, or on the failed signature under a known id — and admits the new
+// tokens. A token signed by a key the provider dropped is refused.
+func TestVerifier_KeyRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, oidctest.Options{Accounts: accounts})
+	v, err := inbound.NewVerifier(inbound.VerifierOptions{Issuer: p.Issuer, Audience: audience,
+		Callers: config.Rule{Any: true}, KeyRefreshInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := token(t, ctx, p, audience, "alice")
+	if _, rej := v.Verify(ctx, old); rej != nil {
+		t.Fatal(rej)
+	}
+	for _, prefix := range []string{"rotated", "rotated"} { // a new kid, then new keys under the same kid
+		port := p.Port()
+		p.Stop()
+		p = oidctest.Start(t, oidctest.Options{Accounts: accounts, Port: port, KeyIDPrefix: prefix})
+		time.Sleep(5 * time.Millisecond) // past KeyRefreshInterval
+		fresh := token(t, ctx, p, audience, "alice")
+		if _, rej := v.Verify(ctx, fresh); rej != nil {
+			t.Fatalf("after rotating to %s keys: %v", prefix, rej)
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	_, rej := v.Verify(ctx, old)
+	wantRefusal(t, "a token of a dropped key", rej, 401, inbound.ReasonUnknownKey)
 }

@@ -370,3 +370,16 @@ func (m *Manager) revokeToken(ctx context.Context, g *grant, token, hint string)
 
 // Durable reports whether grants outlive this process.
 func (m *Manager) Durable() bool { return m.opts.Store.Durable() }
+
+// Granted reports whether the connector has a stored grant (the console's
+// OAuth state); it never contacts the authorization server.
+func (m *Manager) Granted(ctx context.Context, id string) (bool, *Error) {
+	if m.connector(id) == nil {
+		return false, authRequired("connector %q does not use OAuth", id)
+	}
+	g, err := m.stored(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return g != nil, nil
+}

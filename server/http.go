@@ -69,6 +69,11 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
 		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
 	}
+	if s.opts.Operator != nil {
+		// The console sets its own CSP and headers over securityHeaders'.
+		mux.Handle("/operator", s.opts.Operator)
+		mux.Handle("/operator/", s.opts.Operator)
+	}
 	return s.logged(securityHeaders(mux))
 }
 

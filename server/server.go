@@ -103,6 +103,8 @@ type Options struct {
 	// (nil: none). With neither Tokens nor Inbound the server serves
 	// loopback clients only.
 	Inbound *inbound.Authenticator
+	// Operator serves the operator console under /operator (nil: none).
+	Operator http.Handler
 	// OAuth runs downstream OAuth flows (nil: no connector uses OAuth); its
 	// callback and client metadata document are served under /oauth/.
 	OAuth          OAuthFlows

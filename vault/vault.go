@@ -31,6 +31,10 @@ import (
 // KeyBytes is the size of a vault key (AES-256).
 const KeyBytes = 32
 
+// MaxCredentialBytes bounds one connector credential value (the CLI and
+// the console refuse longer ones).
+const MaxCredentialBytes = 16 << 10
+
 // Kinds of sealed value. A kind is part of the associated data.
 const (
 	KindCredential  = "credential"   // a connector's operator-provided credential

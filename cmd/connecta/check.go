@@ -134,6 +134,21 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	cancelStore()
 
+	if v := a.Inbound().OIDC(); v != nil {
+		octx, cancelOIDC := context.WithTimeout(ctx, doctorTimeout)
+		switch n, err := v.Check(octx); {
+		case err != nil:
+			failures++
+			fmt.Fprintf(stdout, "identity provider: FAILED %s: %v (OIDC callers get 503 until it answers)\n", v.Issuer(), err)
+		case n == 0:
+			failures++
+			fmt.Fprintf(stdout, "identity provider: FAILED %s publishes no usable signing key\n", v.Issuer())
+		default:
+			fmt.Fprintf(stdout, "identity provider: ok (%s, %d signing keys; resource %s)\n", v.Issuer(), n, v.Audience())
+		}
+		cancelOIDC()
+	}
+
 	if err := executorSelfTest(ctx, a); err != nil {
 		failures++
 		fmt.Fprintf(stdout, "executor: FAILED %v\n", err)

@@ -135,7 +135,7 @@ func TestInboundOIDC_EndToEnd(t *testing.T) {
 	base := "http://" + addr
 	resource := base + "/mcp"
 	t.Setenv("CONNECTA_TEST_STATIC_TOKEN", "static-token-0123456789abcdef")
-	serveConfig(t, ctx, addr, fmt.Sprintf(`listen: %s
+	path := serveConfig(t, ctx, addr, fmt.Sprintf(`listen: %s
 publicUrl: %s
 executor: {spares: 0}
 auth:
@@ -194,6 +194,11 @@ connectors:
 	}
 	if out := tsBearer(t, resource, ""); !strings.Contains(fmt.Sprint(out["connectError"]), "unauthorized") {
 		t.Fatalf("TypeScript client without a token: %v", out)
+	}
+
+	// doctor fetches the provider's discovery and keys.
+	if code, out, errs := runCLI("doctor", "--config", path); !strings.Contains(out, "identity provider: ok ("+p.Issuer) {
+		t.Errorf("doctor: exit %d\n%s%s", code, out, errs)
 	}
 
 	// Refusals: status, a secret-free message, the counter.
@@ -278,9 +283,8 @@ var tokenIDLine = regexp.MustCompile(`token ([0-9a-f-]{36}) `)
 // activity of either; after `connecta token revoke` the next request on
 // either replica is refused. Every change is an audit record.
 func TestIssuedTokens_TwoReplicasSharePostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two servers on a throwaway PostgreSQL")
-	}
+	// Not skipped under -short: CI's `make test` must run it (about 4 s;
+	// pgtest skips visibly without PostgreSQL unless CONNECTA_REQUIRE_POSTGRES).
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	cluster := pgtest.Start(t)
@@ -295,6 +299,10 @@ accessTokens: {maxActive: 5}
 connectors:
   - {id: demo, builtin: demo}
 `, addr))
+	}
+	// Auth is required before any token is issued, loopback clients too.
+	if res, body := post(t, "http://"+addrs[0]+"/mcp"); res.StatusCode != 401 {
+		t.Fatalf("no token issued yet, no credentials: HTTP %d %v", res.StatusCode, body)
 	}
 	code, out, errs := runCLI("token", "create", "Alice laptop", "--config", path)
 	secret, id := secretLine.FindStringSubmatch(out), tokenIDLine.FindStringSubmatch(out)

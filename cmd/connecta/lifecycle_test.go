@@ -397,6 +397,11 @@ type healthBody struct {
 		ToolCount     *int   `json:"toolCount"`
 		LastErrorCode string `json:"lastErrorCode"`
 	} `json:"connectorStates"`
+	Admission struct {
+		Requests struct {
+			Concurrency int `json:"concurrency"`
+		} `json:"requests"`
+	} `json:"admission"`
 }
 
 func (p *serverProcess) health(t *testing.T) (int, healthBody) {
@@ -579,8 +584,8 @@ connectors:
 	if log := srv.stderr.String(); !strings.Contains(log, `"key":"executor"`) || !strings.Contains(log, "needs a restart") {
 		t.Fatalf("restart-only change not logged as ignored:\n%s", log)
 	}
-	if code, h := srv.health(t); code != 200 || h.Connectors != 2 {
-		t.Fatalf("health after reload: %d %+v", code, h)
+	if code, h := srv.health(t); code != 200 || h.Connectors != 2 || h.Admission.Requests.Concurrency != 8 {
+		t.Fatalf("health after reload (2 connectors, requests.maxActive 8): %d %+v", code, h)
 	}
 
 	// An invalid file: refused, the running configuration stays.

@@ -128,7 +128,7 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 		errc <- err
 	}()
 	o.log.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "path", "/mcp",
-		"version", buildVersion(), "connectors", len(cfg.Connectors), "auth", len(cfg.Auth.Tokens) > 0)
+		"version", buildVersion(), "connectors", len(cfg.Connectors), "auth", cfg.AuthRequired(), "oidc", cfg.Auth.OIDC != nil, "accessTokens", cfg.AccessTokens.Enabled)
 	notifier.ready(func(ctx context.Context) (bool, string) {
 		if !watched.alive(time.Second) {
 			return false, "the HTTP accept loop is not running"

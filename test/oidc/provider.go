@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,22 @@ type Options struct {
 	// ClientIDMetadataDocument enables client ID metadata documents
 	// (client IDs that are HTTPS URLs).
 	ClientIDMetadataDocument bool
+	// Port, when set, is the port to listen on: a provider restarted on
+	// the port of a stopped one has the same issuer (a key rotation).
+	Port int
+	// KeyIDPrefix names the signing keys "<prefix>-es256" and
+	// "<prefix>-rs256" (default "test"); the keys are fresh at every start.
+	KeyIDPrefix string
+}
+
+// Port is the port the provider listens on.
+func (p *Provider) Port() int {
+	u, err := url.Parse(p.Issuer)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(u.Port())
+	return n
 }
 
 // Provider is one running oidc-provider process.
@@ -166,6 +183,12 @@ func start(node, dir string, opts Options) (*Provider, error) {
 	}
 	if opts.Accounts != nil {
 		cfg["accounts"] = opts.Accounts
+	}
+	if opts.Port != 0 {
+		cfg["port"] = opts.Port
+	}
+	if opts.KeyIDPrefix != "" {
+		cfg["keyIdPrefix"] = opts.KeyIDPrefix
 	}
 	if opts.Clients != nil {
 		cfg["clients"] = opts.Clients

@@ -41,13 +41,13 @@ async function readForm(req) {
 }
 
 const server = http.createServer();
-server.listen(0, "127.0.0.1", () => {
+server.listen(cfg.port || 0, "127.0.0.1", () => {
   const issuer = `http://127.0.0.1:${server.address().port}`;
   const { privateKey } = crypto.generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const jwk = { ...privateKey.export({ format: "jwk" }), kid: "test-es256", alg: "ES256", use: "sig" };
+  const jwk = { ...privateKey.export({ format: "jwk" }), kid: `${cfg.keyIdPrefix || "test"}-es256`, alg: "ES256", use: "sig" };
   // RS256 too: it is the default for ID tokens and clients that name no alg.
   const rsa = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey;
-  const rsaJwk = { ...rsa.export({ format: "jwk" }), kid: "test-rs256", alg: "RS256", use: "sig" };
+  const rsaJwk = { ...rsa.export({ format: "jwk" }), kid: `${cfg.keyIdPrefix || "test"}-rs256`, alg: "RS256", use: "sig" };
 
   const provider = new Provider(issuer, {
     clients: cfg.clients || [],

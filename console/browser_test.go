@@ -1,0 +1,276 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// screenshotsEnv names the directory `make screenshots` saves each page to.
+const screenshotsEnv = "CONNECTA_SCREENSHOTS_DIR"
+
+// browser is a real headless Chromium driven over the DevTools protocol.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	h    *harness
+	shot string // screenshots directory ("" = none)
+}
+
+func newBrowser(t *testing.T, h *harness) *browser {
+	exe := chromiumPath(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		// CI runs as root, and Chromium refuses to start its sandbox as
+		// root; the pages it loads are this test's own, on loopback.
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		// The network is closed: no update checks, sync or component
+		// downloads, and a fresh profile every run.
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	// Start the browser on the test's context, not on a step's.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return &browser{t: t, ctx: ctx, h: h, shot: os.Getenv(screenshotsEnv)}
+}
+
+// stepTimeout bounds one step, so a missing element fails fast.
+const stepTimeout = 20 * time.Second
+
+func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.fatal(err)
+	}
+}
+
+func run[T any](b *browser, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.fatal(err)
+	}
+	return v
+}
+
+// fatal ends the test with where the browser is and what it shows.
+func (b *browser) fatal(err error) {
+	b.t.Helper()
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	page, _ := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+	b.t.Fatalf("browser at %s: %v\n%s", loc, err, page)
+}
+
+// html is the current page's markup.
+func (b *browser) html() string {
+	b.t.Helper()
+	return run(b, chromedp.OuterHTML(chromedp.CSS("html")))
+}
+
+func (b *browser) location() string { b.t.Helper(); return run(b, chromedp.Location()) }
+
+// open navigates to a console path and waits for its heading.
+func (b *browser) open(path string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(b.h.base+path), chromedp.WaitVisible(chromedp.CSS("h1")))
+}
+
+// submit clicks a button (or link) and waits until the next page has
+// loaded: the current document is marked first, so the wait cannot be
+// satisfied by the page being left.
+func (b *browser) submit(button string) {
+	b.t.Helper()
+	b.click(button)
+	b.do(chromedp.WaitVisible(chromedp.CSS("main h1")))
+}
+
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	run(b, chromedp.Evaluate[bool](`window.__stale = true`))
+	b.do(chromedp.Click(chromedp.CSS(sel)))
+	for i := 0; i < 200; i++ {
+		if run(b, chromedp.Evaluate[bool](`!window.__stale && document.readyState === "complete"`)) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.fatal(errors.New("no new page after clicking " + sel))
+}
+
+func (b *browser) screenshot(name string) {
+	if b.shot == "" {
+		return
+	}
+	b.t.Helper()
+	png := run(b, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// provider plays the human at the identity provider (a login form, then a
+// consent form) until the browser is back on connecta.
+func (b *browser) provider(account string) {
+	b.t.Helper()
+	for i := 0; i < 40; i++ {
+		if strings.HasPrefix(b.location(), b.h.base) {
+			return
+		}
+		switch run(b, chromedp.Evaluate[string](`document.readyState !== "complete" ? "" : document.querySelector('input[name=login]') ? "login" : document.querySelector('form[action$="/confirm"]') ? "consent" : ""`)) {
+		case "login":
+			b.do(chromedp.SendKeys(chromedp.CSS(`input[name=login]`), account), chromedp.Click(chromedp.CSS(`form[action$="/login"] button`)))
+		case "consent":
+			b.do(chromedp.Click(chromedp.CSS(`form[action$="/confirm"] button`)))
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	b.t.Fatalf("still at the provider: %s", b.location())
+}
+
+func mustContain(t *testing.T, what, page string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(page, w) {
+			t.Fatalf("%s lacks %q:\n%s", what, w, page)
+		}
+	}
+}
+
+// TestBrowser_OperatorConsole drives the console in a real Chromium
+// against the real oidc-provider: sign in; issue a token and call /mcp
+// with it from a go-sdk client (the keyed connector fails auth_required
+// with operator_config and an operatorUrl); set the connector's credential
+// and see its calls work; see the calls on the activity page; revoke the
+// token and watch the next call fail; connect the OAuth connector with the
+// button; find every mutation on the audit page.
+func TestBrowser_OperatorConsole(t *testing.T) {
+	h := startHarness(t)
+	b := newBrowser(t, h)
+	ctx := b.ctx
+
+	// Signed out: the welcome page; the sign-in link leads, through a
+	// same-origin page, to the provider and back.
+	b.open("/operator/")
+	mustContain(t, "welcome", b.html(), "Sign in")
+	b.screenshot("signin")
+	b.submit(`main a.button`)
+	b.click(`#continue`)
+	b.provider("alice")
+	b.do(chromedp.WaitVisible(chromedp.CSS("main h1")))
+	if loc := b.location(); loc != h.base+"/operator/" {
+		t.Fatalf("after sign-in at %s", loc)
+	}
+	page := b.html()
+	mustContain(t, "connections", page, "Connections", "alice@example.com", "keyed", "Keyed &lt;b&gt;service&lt;/b&gt;", "tracker", "not connected")
+
+	// Issue a token; its secret is on the answer page only.
+	b.open("/operator/tokens")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#name`), "laptop <i>1</i>"))
+	b.submit(`form[action="/operator/tokens"] button`)
+	secret := run(b, chromedp.Value(chromedp.CSS(`#secret`)))
+	if !strings.HasPrefix(secret, "cta_") {
+		t.Fatalf("secret %q", secret)
+	}
+	mustContain(t, "issued", b.html(), "laptop &lt;i&gt;1&lt;/i&gt;")
+
+	// The keyed connector has no credential yet: auth_required, and
+	// authorize_connector points at the console's Credentials page.
+	text, isErr, err := h.callTool(ctx, secret, "call_tool", map[string]any{"address": "keyed.whoami"})
+	if err != nil || !isErr || !strings.Contains(text, `"auth_required"`) || !strings.Contains(text, `"operator_config"`) {
+		t.Fatalf("keyed without credential: %v %s", err, text)
+	}
+	text, isErr, err = h.callTool(ctx, secret, "authorize_connector", map[string]any{"connector": "keyed"})
+	var auth struct{ Recovery, OperatorURL string }
+	if err != nil || isErr || json.Unmarshal([]byte(text), &auth) != nil || auth.Recovery != "operator_config" || auth.OperatorURL != h.base+"/operator/credentials" {
+		t.Fatalf("authorize_connector keyed: %v %s", err, text)
+	}
+
+	// Set the credential in the browser; the test lists the tools; calls work.
+	b.open("/operator/credentials")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#value-keyed`), keyedSecret))
+	b.submit(`form[action="/operator/credentials/keyed"] button`)
+	page = b.html()
+	mustContain(t, "credential saved", page, "Saved the API key of keyed", "<strong>set</strong>")
+	if strings.Contains(page, keyedSecret) {
+		t.Fatal("the credentials page shows the value back")
+	}
+	b.submit(`form[action="/operator/credentials/keyed/test"] button`)
+	mustContain(t, "credential test", b.html(), "the downstream served 1 tool(s)")
+	b.screenshot("credentials")
+	calls := h.keyed.Load()
+	text, isErr, err = h.callTool(ctx, secret, "call_tool", map[string]any{"address": "keyed.whoami"})
+	if err != nil || isErr || !strings.Contains(text, "key accepted") {
+		t.Fatalf("keyed with credential: %v %s", err, text)
+	}
+	if h.keyed.Load() != calls+1 {
+		t.Fatalf("the test or the page called a tool: %d → %d", calls, h.keyed.Load())
+	}
+
+	// The calls are on the activity page, newest first, under the token's name.
+	b.open("/operator/activity")
+	page = b.html()
+	mustContain(t, "activity", page, "keyed.whoami", "success", "error", "auth_required", "laptop &lt;i&gt;1&lt;/i&gt;")
+	if strings.Index(page, "success") > strings.Index(page, "auth_required") {
+		t.Fatal("activity is not newest first")
+	}
+	b.do(chromedp.SetValue(chromedp.CSS(`#f-outcome`), "error"))
+	b.submit(`form.filters button`)
+	if page = b.html(); strings.Contains(page, `state-success`) || !strings.Contains(page, "auth_required") {
+		t.Fatalf("filtered activity:\n%s", page)
+	}
+	b.open("/operator/activity")
+	b.screenshot("activity")
+
+	// Revoke the token: the next call with it fails.
+	b.open("/operator/tokens")
+	b.submit(`form[action$="/revoke"] button`)
+	mustContain(t, "revoked", b.html(), "Revoked laptop", "revoked")
+	b.screenshot("tokens")
+	if text, isErr, err := h.callTool(ctx, secret, "call_tool", map[string]any{"address": "keyed.whoami"}); err == nil && !isErr {
+		t.Fatalf("a call with a revoked token worked: %s", text)
+	}
+
+	// Connect the OAuth connector with the button.
+	b.open("/operator/")
+	b.submit(`form[action="/operator/connections/tracker/authorize"] button`)
+	mustContain(t, "authorize page", b.html(), "Continue to "+h.p.Issuer)
+	b.click(`main a.button`)
+	b.provider("alice")
+	b.do(chromedp.WaitVisible(chromedp.CSS("body")))
+	mustContain(t, "oauth callback", b.html(), "Connected")
+	b.open("/operator/")
+	page = b.html()
+	mustContain(t, "connections after oauth", page, ">connected<", `/operator/connections/tracker/revoke`)
+	b.screenshot("connections")
+
+	// Every mutation is on the audit page.
+	b.open("/operator/audit")
+	mustContain(t, "audit", b.html(), "session.signin", "token.create", "credential.set", "token.revoke", "oauth.flow_started", "oauth.granted", "oidc:alice")
+	b.screenshot("audit")
+	h.noSecretLogged(t, secret, keyedSecret, consoleSecret)
+}

@@ -1,0 +1,285 @@
+// Package console is the operator console at /operator: server-rendered
+// pages (html/template, embedded) where an operator signed in through
+// auth.oidc sees each connection's state, sets connectors' credentials into
+// the vault, starts and revokes downstream OAuth grants, issues and revokes
+// access tokens, and reads the activity history and the audit trail.
+//
+// Safety rules, in one place (see docs/console.md):
+//   - every page carries the pinned CSP (no script at all; forms post only to
+//     this origin), so an action that leads to another origin answers a
+//     same-origin page whose link takes the operator there;
+//   - a session is a random cookie (__Host-connecta-session) whose SHA-256
+//     is the key of a row in the store; sign-out deletes the row, so a
+//     replayed cookie finds nothing on any replica;
+//   - every mutation is a POST that must come from this origin (Origin, or
+//     Sec-Fetch-Site) and carry the session's CSRF token;
+//   - no secret ever reaches a page, a URL or the log: a new token's secret
+//     is the body of the POST's answer only; a credential value is written
+//     and never read back.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/connecta-dev/connecta/accesstoken"
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/vault"
+)
+
+// Paths and pinned header values.
+const (
+	Prefix        = "/operator"
+	CallbackPath  = Prefix + "/callback"
+	SessionCookie = "__Host-connecta-session"
+	signinCookie  = "__Host-connecta-signin"
+	// CSP is the pinned policy of every console page (DECISIONS).
+	CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
+
+	// CredentialName is the vault name of a connector's `credential` value.
+	CredentialName = "value"
+
+	signinTTL       = 10 * time.Minute
+	activityPage    = 50
+	auditPage       = 200
+	maxFormBytes    = 64 << 10
+	callbackBurst   = 20              // sign-in callbacks admitted at once
+	callbackRefill  = 3 * time.Second // one more admitted per this long
+	maxFilterBytes  = 256
+	maxUserinfoBody = 1 << 20
+)
+
+// Options configure a Console. Config, Store and Gateway are required.
+type Options struct {
+	// Config is the running configuration (a reload may replace it).
+	Config  func() *config.Config
+	Store   store.Store
+	Gateway *gateway.Gateway
+	// Activity reads the history (nil: the page says it is not recorded).
+	Activity *activity.Recorder
+	// Tokens issues access tokens (nil: accessTokens is not configured).
+	Tokens *accesstoken.Manager
+	// Vault seals connector credentials (nil or unconfigured: refused with
+	// a message naming vault.keys).
+	Vault *vault.Vault
+	// OAuth runs downstream flows (nil: no connector uses OAuth).
+	OAuth *oauth.Manager
+	// HTTPClient reaches the identity provider (nil: http.DefaultClient).
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// Console serves /operator. Safe for concurrent use.
+type Console struct {
+	o     Options
+	log   *slog.Logger
+	now   func() time.Time
+	pages *template.Template
+	limit *limiter
+
+	idpMu sync.Mutex
+	idp   *identityProvider // discovered on first sign-in, per issuer
+}
+
+//go:embed templates/*.html static/console.css
+var files embed.FS
+
+// New builds a Console; templates are parsed here, once, not at init.
+func New(o Options) (*Console, error) {
+	if o.Config == nil || o.Store == nil || o.Gateway == nil {
+		return nil, errors.New("console: Options.Config, Store and Gateway are required")
+	}
+	c := &Console{o: o, log: o.Logger, now: o.Now}
+	if c.log == nil {
+		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	t, err := template.New("console").Funcs(template.FuncMap{
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+		},
+	}).ParseFS(files, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("console: templates: %w", err)
+	}
+	c.pages = t
+	c.limit = newLimiter(callbackBurst, callbackRefill, c.now)
+	return c, nil
+}
+
+// Handler serves every path under /operator.
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+Prefix+"/console.css", c.serveCSS)
+	mux.HandleFunc("GET "+Prefix+"/signin", c.serveSignin)
+	mux.HandleFunc("GET "+CallbackPath, c.serveCallback)
+	mux.Handle("POST "+Prefix+"/signout", c.mutation(c.serveSignout))
+
+	mux.Handle("GET "+Prefix+"/{$}", c.page(c.serveConnections))
+	mux.Handle("GET "+Prefix+"/credentials", c.page(c.serveCredentials))
+	mux.Handle("GET "+Prefix+"/tokens", c.page(c.serveTokens))
+	mux.Handle("GET "+Prefix+"/activity", c.page(c.serveActivity))
+	mux.Handle("GET "+Prefix+"/audit", c.page(c.serveAudit))
+
+	mux.Handle("POST "+Prefix+"/connections/{id}/authorize", c.mutation(c.serveAuthorize))
+	mux.Handle("POST "+Prefix+"/connections/{id}/revoke", c.mutation(c.serveRevokeGrant))
+	mux.Handle("POST "+Prefix+"/credentials/{id}", c.mutation(c.serveSetCredential))
+	mux.Handle("POST "+Prefix+"/credentials/{id}/delete", c.mutation(c.serveDeleteCredential))
+	mux.Handle("POST "+Prefix+"/credentials/{id}/test", c.mutation(c.serveTestCredential))
+	mux.Handle("POST "+Prefix+"/tokens", c.mutation(c.serveIssueToken))
+	mux.Handle("POST "+Prefix+"/tokens/{id}/rename", c.mutation(c.serveRenameToken))
+	mux.Handle("POST "+Prefix+"/tokens/{id}/revoke", c.mutation(c.serveRevokeToken))
+
+	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+	})
+	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusNotFound, "message", view{Title: "Not found", Message: "There is no console page at this address."})
+	})
+	return headers(mux)
+}
+
+// headers sets the console's response headers on every answer.
+func headers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", CSP)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" on the console's own form posts, and the origin
+		// check needs the real one. Other origins still get no Referer.
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *Console) cfg() *config.Config { return c.o.Config() }
+
+// publicOrigin is scheme://host of publicUrl ("" when unset).
+func (c *Console) publicOrigin() string {
+	u, err := url.Parse(c.cfg().PublicURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// view is what every template gets.
+type view struct {
+	Title    string
+	Nav      string // the current page's nav key
+	Operator *Operator
+	CSRF     string
+	Flash    string // a one-line outcome of the last action
+	Error    string
+	Message  string
+	Link     string // a next step's URL (same-origin pages linking out)
+	LinkText string
+	Data     any
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
+	if v.Operator == nil {
+		if s := sessionFrom(r.Context()); s != nil {
+			v.Operator, v.CSRF = &s.op, s.csrf
+		}
+	}
+	var b strings.Builder
+	if err := c.pages.ExecuteTemplate(&b, name, v); err != nil {
+		c.log.Error("console: render", "page", name, "err", err)
+		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, b.String())
+}
+
+// fail answers a refused request with a clear page; nothing was changed.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title, msg string) {
+	c.render(w, r, status, "message", view{Title: title, Error: msg})
+}
+
+func (c *Console) serveCSS(w http.ResponseWriter, _ *http.Request) {
+	b, _ := files.ReadFile("static/console.css")
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(b)
+}
+
+// back redirects (303) to a console page with a flash message in the query.
+// The message is fixed text naming ids, never a secret.
+func back(w http.ResponseWriter, r *http.Request, page, flash string) {
+	u := Prefix + page
+	if flash != "" {
+		u += "?flash=" + url.QueryEscape(flash)
+	}
+	http.Redirect(w, r, u, http.StatusSeeOther)
+}
+
+// flash reads the flash message back, bounded.
+func flash(r *http.Request) string {
+	f := r.URL.Query().Get("flash")
+	if len(f) > maxFilterBytes {
+		f = f[:maxFilterBytes]
+	}
+	return f
+}
+
+// limiter is a token bucket: burst tokens, one more every refill.
+type limiter struct {
+	mu     sync.Mutex
+	tokens float64
+	burst  float64
+	refill time.Duration
+	last   time.Time
+	now    func() time.Time
+}
+
+func newLimiter(burst int, refill time.Duration, now func() time.Time) *limiter {
+	return &limiter{tokens: float64(burst), burst: float64(burst), refill: refill, last: now(), now: now}
+}
+
+func (l *limiter) allow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.tokens = min(l.burst, l.tokens+float64(now.Sub(l.last))/float64(l.refill))
+	l.last = now
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}
+
+// ctxKey carries the request's session.
+type ctxKey struct{}
+
+func sessionFrom(ctx context.Context) *session {
+	s, _ := ctx.Value(ctxKey{}).(*session)
+	return s
+}

@@ -1,0 +1,234 @@
+package console_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/console"
+	"github.com/connecta-dev/connecta/store"
+)
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func tokenCount(t *testing.T, h *harness) int {
+	t.Helper()
+	list, err := h.app.Store().ListTokens(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list)
+}
+
+// TestConsole_SignInAndRefusals plays an operator over plain HTTP (the
+// provider's scripted login): only an operator gets a session; every
+// refusal — cross-origin post, missing CSRF token, markup in a token name
+// (escaped, not refused), an over-long credential, a replayed cookie after
+// sign-out, an expired session — is a clear page and changes nothing.
+func TestConsole_SignInAndRefusals(t *testing.T) {
+	h := startHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// Every console page carries the pinned CSP.
+	res, err := http.Get(h.base + "/operator/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := res.Header.Get("Content-Security-Policy"); got != console.CSP {
+		t.Fatalf("CSP %q", got)
+	}
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("signed out: %d", res.StatusCode)
+	}
+
+	// bob signs in at the provider but is not an operator: no session.
+	bob, status, page := h.signIn(ctx, "bob")
+	if status != http.StatusForbidden || bob.cookie != "" || !strings.Contains(page, "Not an operator") {
+		t.Fatalf("bob: %d cookie=%q %s", status, bob.cookie, page)
+	}
+
+	op, status, _ := h.signIn(ctx, "alice")
+	if status != http.StatusSeeOther || op.cookie == "" {
+		t.Fatalf("alice: %d", status)
+	}
+	if status, page := op.get("/operator/"); status != http.StatusOK || !strings.Contains(page, "Keyed &lt;b&gt;service&lt;/b&gt;") || strings.Contains(page, "<b>service") {
+		t.Fatalf("connections %d: %s", status, page)
+	}
+	csrf := op.csrf()
+
+	// A cross-origin post, with a valid cookie and token: refused, no token.
+	before := tokenCount(t, h)
+	if status, page := op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {"evil"}}, "https://evil.example"); status != http.StatusForbidden || !strings.Contains(page, "cross-origin") {
+		t.Fatalf("cross-origin: %d %s", status, page)
+	}
+	// Without Origin and without Sec-Fetch-Site: refused too.
+	if status, _ := op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {"evil"}}, "-"); status != http.StatusForbidden {
+		t.Fatalf("no origin: %d", status)
+	}
+	// Same origin, wrong CSRF token: refused.
+	if status, page := op.post("/operator/tokens", url.Values{"csrf": {"forged"}, "name": {"evil"}}, ""); status != http.StatusForbidden || !strings.Contains(page, "nothing was changed") {
+		t.Fatalf("bad csrf: %d %s", status, page)
+	}
+	if n := tokenCount(t, h); n != before {
+		t.Fatalf("refused posts created tokens: %d → %d", before, n)
+	}
+
+	// A token name with markup is stored as text and escaped on the page;
+	// the secret is in the POST's answer only.
+	status, page = op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {`<script>alert(1)</script>`}}, "")
+	if status != http.StatusOK || strings.Contains(page, "<script>") || !strings.Contains(page, "&lt;script&gt;") || !strings.Contains(page, `id="secret"`) {
+		t.Fatalf("issue: %d %s", status, page)
+	}
+	if _, list := op.get("/operator/tokens"); strings.Contains(list, "cta_") {
+		t.Fatal("the tokens page shows a secret after the issuing answer")
+	}
+	m := secretField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no secret on the issuing answer: %s", page)
+	}
+	token := m[1]
+
+	// Without a credential, the keyed connector is auth_required and
+	// authorize_connector names the console's Credentials page.
+	if text, isErr, err := h.callTool(ctx, token, "call_tool", map[string]any{"address": "keyed.whoami"}); err != nil || !isErr || !strings.Contains(text, `"recovery":"operator_config"`) {
+		t.Fatalf("keyed without credential: %v %s", err, text)
+	}
+	if text, _, err := h.callTool(ctx, token, "authorize_connector", map[string]any{"connector": "keyed"}); err != nil || !strings.Contains(text, `"operatorUrl":"`+h.base+`/operator/credentials"`) {
+		t.Fatalf("authorize_connector: %v %s", err, text)
+	}
+
+	// A credential over the bound: refused, nothing stored.
+	long := strings.Repeat("x", 16<<10+1)
+	if status, page := op.post("/operator/credentials/keyed", url.Values{"csrf": {csrf}, "value": {long}}, ""); status != http.StatusRequestEntityTooLarge || !strings.Contains(page, "nothing was changed") {
+		t.Fatalf("long credential: %d %s", status, page)
+	}
+	if _, err := h.app.Store().GetSecret(ctx, store.SecretKey{Kind: "credential", Connector: "keyed", Name: console.CredentialName}); err == nil {
+		t.Fatal("an over-long credential was stored")
+	}
+	// A credential for a connector without a slot: 404.
+	if status, _ := op.post("/operator/credentials/tracker", url.Values{"csrf": {csrf}, "value": {"x"}}, ""); status != http.StatusNotFound {
+		t.Fatalf("no slot: %d", status)
+	}
+	// A good one is stored, and never shown back.
+	if status, _ := op.post("/operator/credentials/keyed", url.Values{"csrf": {csrf}, "value": {keyedSecret}}, ""); status != http.StatusSeeOther {
+		t.Fatalf("set credential: %d", status)
+	}
+	if _, page := op.get("/operator/credentials"); strings.Contains(page, keyedSecret) || !strings.Contains(page, "<strong>set</strong>") {
+		t.Fatalf("credentials page: %s", page)
+	}
+	if text, isErr, err := h.callTool(ctx, token, "call_tool", map[string]any{"address": "keyed.whoami"}); err != nil || isErr || !strings.Contains(text, "key accepted") {
+		t.Fatalf("keyed with credential: %v %s", err, text)
+	}
+	// Replacing the value applies to the next call, no restart.
+	if status, _ := op.post("/operator/credentials/keyed", url.Values{"csrf": {csrf}, "value": {"wrong-key"}}, ""); status != http.StatusSeeOther {
+		t.Fatalf("replace credential: %d", status)
+	}
+	if text, isErr, err := h.callTool(ctx, token, "call_tool", map[string]any{"address": "keyed.whoami"}); err != nil || !isErr || !strings.Contains(text, "auth_required") {
+		t.Fatalf("keyed with a wrong credential: %v %s", err, text)
+	}
+	if status, _ := op.post("/operator/credentials/keyed/delete", url.Values{"csrf": {csrf}}, ""); status != http.StatusSeeOther {
+		t.Fatalf("remove credential: %d", status)
+	}
+	if _, page := op.get("/operator/audit"); !strings.Contains(page, "credential.delete") || !strings.Contains(page, "credential.set") || !strings.Contains(page, "token.create") || strings.Contains(page, keyedSecret) {
+		t.Fatalf("audit: %s", page)
+	}
+
+	// Sign out, then replay the cookie: refused, nothing changed.
+	if status, page := op.post("/operator/signout", url.Values{"csrf": {csrf}}, ""); status != http.StatusOK || !strings.Contains(page, "signed out") {
+		t.Fatalf("sign out: %d %s", status, page)
+	}
+	if status, page := op.get("/operator/tokens"); status != http.StatusUnauthorized || !strings.Contains(page, "session has ended") {
+		t.Fatalf("replayed cookie, GET: %d %s", status, page)
+	}
+	before = tokenCount(t, h)
+	if status, page := op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {"after"}}, ""); status != http.StatusUnauthorized || !strings.Contains(page, "Nothing was changed") {
+		t.Fatalf("replayed cookie, POST: %d %s", status, page)
+	}
+	if n := tokenCount(t, h); n != before {
+		t.Fatal("a replayed cookie created a token")
+	}
+
+	// An expired session is refused with its own message.
+	secret := "expired-session-secret"
+	if err := h.app.Store().PutSession(ctx, store.OperatorSession{Digest: sha(secret), Subject: "alice", CSRFDigest: "x",
+		CreatedAt: time.Now().Add(-time.Hour), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	expired := &operator{h: h, c: op.c, cookie: secret}
+	if status, page := expired.get("/operator/"); status != http.StatusUnauthorized || !strings.Contains(page, "session expired") {
+		t.Fatalf("expired session: %d %s", status, page)
+	}
+	h.noSecretLogged(t, token, op.cookie, csrf, keyedSecret, "wrong-key", consoleSecret)
+}
+
+// TestConsole_CallbackRateLimited: a burst of sign-in callbacks is cut off
+// with 429 before any reaches the provider.
+func TestConsole_CallbackRateLimited(t *testing.T) {
+	h := startHarness(t)
+	limited := 0
+	for i := 0; i < 40; i++ {
+		res, err := http.Get(h.base + console.CallbackPath + "?code=x&state=y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("40 callbacks at once were never rate-limited")
+	}
+}
+
+// TestConsole_WithoutOIDC: without auth.oidc every console page says how to
+// enable it, and a mutation changes nothing.
+func TestConsole_WithoutOIDC(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("connectors: []\n"), config.Resolver{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), app.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Server.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/operator/", "/operator/tokens", "/operator/signin"} {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "auth.oidc") || res.Header.Get("Content-Security-Policy") != console.CSP {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/operator/tokens", strings.NewReader("name=x"))
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST without OIDC: %d", res.StatusCode)
+	}
+}

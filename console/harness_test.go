@@ -1,0 +1,328 @@
+package console_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/console"
+	oidctest "github.com/connecta-dev/connecta/test/oidc"
+)
+
+const (
+	consoleClient = "connecta-console"
+	consoleSecret = "console-client-secret-for-tests"
+	keyedSecret   = "sk-test-keyed-0123456789"
+)
+
+// harness is connecta (the one application constructor, over HTTP on a
+// free port) with the real oidc-provider as the operators' identity
+// provider, a go-sdk MCP server that wants an API key ("keyed", a
+// `credential` connector) and one protected by the provider ("tracker", an
+// OAuth connector).
+type harness struct {
+	t      *testing.T
+	base   string
+	p      *oidctest.Provider
+	app    *app.App
+	rs     *oidctest.ProtectedServer
+	keyed  atomic.Int64 // calls the keyed server ran
+	logs   *syncBuffer  // everything connecta logged, at debug level
+	cancel context.CancelFunc
+}
+
+func startHarness(t *testing.T) *harness {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, base: "http://" + ln.Addr().String()}
+	h.p = oidctest.Start(t, oidctest.Options{
+		Accounts: map[string]oidctest.Account{
+			"alice": {Email: "alice@example.com", EmailVerified: true, Name: "Alice"},
+			"bob":   {Email: "bob@example.com", EmailVerified: true, Name: "Bob"},
+		},
+		Clients: []oidctest.Client{{ID: consoleClient, Secret: consoleSecret,
+			RedirectURIs: []string{h.base + console.CallbackPath}, GrantTypes: []string{"authorization_code"}}},
+	})
+	h.rs = oidctest.NewProtectedServer(t, h.p)
+	keyedURL := h.startKeyed(t)
+
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	env := map[string]string{"OIDC_SECRET": consoleSecret, "VAULT_KEY": base64.StdEncoding.EncodeToString(key)}
+	yaml := fmt.Sprintf(`listen: %s
+publicUrl: %s
+store: {url: "memory:"}
+vault: {keys: [{id: k1, key: "${env:VAULT_KEY}"}], active: k1}
+accessTokens: {}
+auth:
+  oidc:
+    issuer: %s
+    clientId: %s
+    clientSecret: "${env:OIDC_SECRET}"
+    callers: {any: true}
+    operators: {emails: [alice@example.com]}
+connectors:
+  - id: keyed
+    title: "Keyed <b>service</b>"
+    url: %s
+    credential: {label: API key}
+  - id: tracker
+    title: Tracker
+    url: %s
+    oauth: {}
+`, ln.Addr(), h.base, h.p.Issuer, consoleClient, keyedURL, h.rs.URL)
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "connecta.yaml"), []byte(yaml), config.Resolver{
+		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.logs = &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := app.New(ctx, app.Options{Config: cfg, Version: "test", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.app = a
+	srv := &http.Server{Handler: a.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		a.Close()
+		cancel()
+	})
+	return h
+}
+
+// startKeyed serves a go-sdk MCP server that answers only requests with
+// Authorization: Bearer keyedSecret (401 otherwise).
+func (h *harness) startKeyed(t *testing.T) string {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "keyed", Version: "1.0.0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "Says the key worked.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			h.keyed.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "key accepted"}}}, nil, nil
+		})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+keyedSecret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// bearer adds a token to every request of an MCP client.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// callTool calls one tool on /mcp with token, through a go-sdk client; a
+// refused connection is returned as the error.
+func (h *harness) callTool(ctx context.Context, token, name string, args map[string]any) (string, bool, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "console-test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.base + "/mcp", DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		return "", false, err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return "", false, err
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError, nil
+}
+
+// operator is an HTTP client playing a signed-in operator without a
+// browser: the provider's scripted login, then the console's cookie (a
+// Secure cookie, which Go's jar would not send over http, so it is kept
+// here).
+type operator struct {
+	h      *harness
+	c      *http.Client
+	cookie string
+}
+
+var continueLink = regexp.MustCompile(`id="continue" href="([^"]+)"`)
+
+func (h *harness) signIn(ctx context.Context, account string) (*operator, int, string) {
+	h.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.Get(h.base + "/operator/signin")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	m := continueLink.FindStringSubmatch(string(page))
+	if m == nil {
+		h.t.Fatalf("sign-in page has no link: %s", page)
+	}
+	signin := cookieValue(res, "__Host-connecta-signin")
+	back, err := h.p.Authorize(ctx, c, html.UnescapeString(m[1]), account, true)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, back.String(), nil)
+	req.Header.Set("Cookie", "__Host-connecta-signin="+signin)
+	res, err = c.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	page, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	return &operator{h: h, c: c, cookie: cookieValue(res, console.SessionCookie)}, res.StatusCode, string(page)
+}
+
+func cookieValue(res *http.Response, name string) string {
+	for _, ck := range res.Cookies() {
+		if ck.Name == name {
+			return ck.Value
+		}
+	}
+	return ""
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// get fetches a console page with the session cookie.
+func (o *operator) get(path string) (int, string) {
+	req, _ := http.NewRequest(http.MethodGet, o.h.base+path, nil)
+	req.Header.Set("Cookie", console.SessionCookie+"="+o.cookie)
+	res, err := o.c.Do(req)
+	if err != nil {
+		o.h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// csrf is the session's CSRF token, read from a page's form.
+func (o *operator) csrf() string {
+	_, page := o.get("/operator/tokens")
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		o.h.t.Fatalf("no csrf field on %s", page)
+	}
+	return m[1]
+}
+
+// post sends a form as the console's page would (Origin: publicUrl), unless
+// origin overrides it ("-" sends none).
+func (o *operator) post(path string, form url.Values, origin string) (int, string) {
+	req, _ := http.NewRequest(http.MethodPost, o.h.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Cookie", console.SessionCookie+"="+o.cookie)
+	switch origin {
+	case "":
+		req.Header.Set("Origin", o.h.base)
+	case "-":
+	default:
+		req.Header.Set("Origin", origin)
+	}
+	res, err := o.c.Do(req)
+	if err != nil {
+		o.h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// requireEnv is set by CI: a missing browser fails instead of skipping.
+const requireChromium = "CONNECTA_REQUIRE_CHROMIUM"
+
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("CONNECTA_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv(requireChromium) == "1" {
+		t.Fatalf("chromium is not installed and %s=1 (apt-get install chromium)", requireChromium)
+	}
+	t.Skipf("chromium is not installed (apt-get install chromium); skipping the browser test")
+	return ""
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// noSecretLogged fails t if any of secrets appears in connecta's log.
+func (h *harness) noSecretLogged(t *testing.T, secrets ...string) {
+	t.Helper()
+	logs := h.logs.String()
+	for _, s := range secrets {
+		if s != "" && strings.Contains(logs, s) {
+			t.Errorf("the log carries a secret (%.8s…)", s)
+		}
+	}
+}
+
+var secretField = regexp.MustCompile(`id="secret" readonly value="([^"]+)"`)

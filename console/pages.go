@@ -1,0 +1,392 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/connecta-dev/connecta/accesstoken"
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/vault"
+)
+
+// testTimeout bounds a credential test (one catalog listing).
+const testTimeout = 20 * time.Second
+
+type connectionRow struct {
+	ID, Title, Kind   string
+	State, LastError  string
+	LastContact       time.Time
+	ToolCount         int
+	OAuth             bool
+	OAuthState        string // "connected", "not connected", "unknown"
+	Credential        bool
+	CredentialLabel   string
+	CredentialSet     bool
+	CredentialUpdated time.Time
+}
+
+func (c *Console) connector(id string) *config.Connector {
+	for i := range c.cfg().Connectors {
+		if cc := &c.cfg().Connectors[i]; cc.ID == id {
+			return cc
+		}
+	}
+	return nil
+}
+
+// rows is every connector with its health (from the last contact: no
+// probe), its OAuth and its credential state.
+func (c *Console) rows(ctx context.Context) []connectionRow {
+	states := c.o.Gateway.ConnectorStates()
+	var out []connectionRow
+	for _, h := range c.o.Gateway.Health() {
+		r := connectionRow{ID: h.ID, Kind: h.Kind, ToolCount: h.CatalogTools}
+		st := states[h.ID]
+		r.State, r.LastError = st.State, st.LastErrorCode
+		if st.LastContactAt != nil {
+			r.LastContact = *st.LastContactAt
+		}
+		if st.ToolCount != nil {
+			r.ToolCount = *st.ToolCount
+		}
+		for _, info := range c.o.Gateway.Connectors() {
+			if info.ID == h.ID {
+				r.Title = info.Title
+			}
+		}
+		if cc := c.connector(h.ID); cc != nil {
+			if cc.OAuth != nil && c.o.OAuth != nil {
+				r.OAuth, r.OAuthState = true, "unknown"
+				if ok, err := c.o.OAuth.Granted(ctx, h.ID); err == nil {
+					r.OAuthState = map[bool]string{true: "connected", false: "not connected"}[ok]
+				}
+			}
+			if cc.Credential != nil {
+				r.Credential, r.CredentialLabel = true, cc.Credential.Label
+				if s, err := c.o.Store.GetSecret(ctx, store.SecretKey{Kind: vault.KindCredential, Connector: h.ID, Name: CredentialName}); err == nil {
+					r.CredentialSet, r.CredentialUpdated = true, s.UpdatedAt
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (c *Console) serveConnections(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "connections", view{Title: "Connections", Nav: "connections", Flash: flash(r), Data: c.rows(r.Context())})
+}
+
+// oauthConnector is the connector {id} when it uses OAuth; else a page.
+func (c *Console) oauthConnector(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	cc := c.connector(id)
+	if cc == nil || cc.OAuth == nil || c.o.OAuth == nil {
+		c.fail(w, r, http.StatusNotFound, "No such OAuth connector", "No configured connector with that id uses OAuth, so nothing was changed.")
+		return "", false
+	}
+	return id, true
+}
+
+// serveAuthorize starts (or, with force, restarts) the downstream flow and
+// answers a same-origin page linking to the authorization server.
+func (c *Console) serveAuthorize(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.oauthConnector(w, r)
+	if !ok {
+		return
+	}
+	s := sessionFrom(r.Context())
+	force := r.PostForm.Get("force") == "true"
+	st, err := c.o.OAuth.Authorize(r.Context(), id, force, oauthCaller(s.op))
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, "Authorization could not start", err.Message)
+		return
+	}
+	if st.AuthorizationURL == "" {
+		back(w, r, "/", st.Message)
+		return
+	}
+	c.render(w, r, http.StatusOK, "message", view{Title: "Authorize " + id,
+		Message: fmt.Sprintf("Connector %q needs a person to grant it access at %s. The link opens the authorization server; when you have allowed access, you come back to connecta.", id, originOf(st.AuthorizationURL)),
+		Link:    st.AuthorizationURL, LinkText: "Continue to " + originOf(st.AuthorizationURL)})
+}
+
+func (c *Console) serveRevokeGrant(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.oauthConnector(w, r)
+	if !ok {
+		return
+	}
+	s := sessionFrom(r.Context())
+	done, err := c.o.OAuth.Revoke(r.Context(), id, s.op.Actor())
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, "Revocation failed", err.Message+" The grant was kept.")
+		return
+	}
+	c.o.Gateway.InvalidateCatalog(id)
+	back(w, r, "/", "Connector "+id+": "+done+".")
+}
+
+// credentialConnector is the connector {id} when it has a credential slot.
+func (c *Console) credentialConnector(w http.ResponseWriter, r *http.Request) (*config.Connector, bool) {
+	cc := c.connector(r.PathValue("id"))
+	if cc == nil || cc.Credential == nil {
+		c.fail(w, r, http.StatusNotFound, "No such credential", "No configured connector with that id has a credential slot (connectors[].credential), so nothing was changed.")
+		return nil, false
+	}
+	return cc, true
+}
+
+func (c *Console) serveCredentials(w http.ResponseWriter, r *http.Request) {
+	var rows []connectionRow
+	for _, row := range c.rows(r.Context()) {
+		if row.Credential {
+			rows = append(rows, row)
+		}
+	}
+	v := view{Title: "Credentials", Nav: "credentials", Flash: flash(r), Data: rows}
+	if c.o.Vault == nil || !c.o.Vault.Configured() {
+		v.Error = "The vault is not configured (vault.keys), so credentials cannot be stored."
+	}
+	c.render(w, r, http.StatusOK, "credentials", v)
+}
+
+// serveSetCredential seals the value into the vault. The value is never
+// echoed, logged or shown back; the audit names only the connector.
+func (c *Console) serveSetCredential(w http.ResponseWriter, r *http.Request) {
+	cc, ok := c.credentialConnector(w, r)
+	if !ok {
+		return
+	}
+	value := strings.TrimSpace(r.PostForm.Get("value"))
+	switch {
+	case value == "":
+		c.fail(w, r, http.StatusBadRequest, "Refused: empty credential", "The value was empty, so nothing was changed.")
+		return
+	case len(value) > vault.MaxCredentialBytes:
+		c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: credential too long", fmt.Sprintf("The value is over %d bytes, so nothing was changed.", vault.MaxCredentialBytes))
+		return
+	case strings.ContainsFunc(value, unicode.IsControl):
+		c.fail(w, r, http.StatusBadRequest, "Refused: control characters", "The value contains control characters, which cannot be sent in an HTTP header, so nothing was changed.")
+		return
+	case c.o.Vault == nil || !c.o.Vault.Configured():
+		c.fail(w, r, http.StatusConflict, "Vault not configured", "Storing a credential needs vault.keys in the configuration, so nothing was changed.")
+		return
+	}
+	if err := c.o.Vault.Seal(r.Context(), vault.KindCredential, cc.ID, CredentialName, []byte(value)); err != nil {
+		c.storeFailed(w, r, err)
+		return
+	}
+	s := sessionFrom(r.Context())
+	c.audit(r.Context(), s.op, "credential.set", "connector:"+cc.ID, cc.Credential.Label)
+	c.o.Gateway.InvalidateCatalog(cc.ID)
+	back(w, r, "/credentials", "Saved the "+cc.Credential.Label+" of "+cc.ID+".")
+}
+
+func (c *Console) serveDeleteCredential(w http.ResponseWriter, r *http.Request) {
+	cc, ok := c.credentialConnector(w, r)
+	if !ok {
+		return
+	}
+	done, err := c.o.Store.DeleteSecret(r.Context(), store.SecretKey{Kind: vault.KindCredential, Connector: cc.ID, Name: CredentialName})
+	if err != nil {
+		c.storeFailed(w, r, err)
+		return
+	}
+	if !done {
+		back(w, r, "/credentials", "Connector "+cc.ID+" had no credential to remove.")
+		return
+	}
+	s := sessionFrom(r.Context())
+	c.audit(r.Context(), s.op, "credential.delete", "connector:"+cc.ID, cc.Credential.Label)
+	c.o.Gateway.InvalidateCatalog(cc.ID)
+	back(w, r, "/credentials", "Removed the "+cc.Credential.Label+" of "+cc.ID+".")
+}
+
+// serveTestCredential lists the connector's catalog afresh: it never calls
+// a tool.
+func (c *Console) serveTestCredential(w http.ResponseWriter, r *http.Request) {
+	cc, ok := c.credentialConnector(w, r)
+	if !ok {
+		return
+	}
+	c.o.Gateway.InvalidateCatalog(cc.ID)
+	ctx, cancel := context.WithTimeout(r.Context(), testTimeout)
+	defer cancel()
+	tools, err := c.o.Gateway.Tools(ctx, cc.ID)
+	if err != nil {
+		msg := err.Error()
+		var ge *gateway.Error
+		if errors.As(err, &ge) {
+			msg = string(ge.Code) + ": " + ge.Message
+		}
+		back(w, r, "/credentials", "Test of "+cc.ID+" failed: "+clipText(msg))
+		return
+	}
+	back(w, r, "/credentials", fmt.Sprintf("Test of %s: the downstream served %d tool(s).", cc.ID, len(tools)))
+}
+
+type tokensData struct {
+	Enabled   bool
+	Tokens    []accesstoken.Token
+	NewSecret string
+	NewName   string
+	MaxActive int
+}
+
+func (c *Console) serveTokens(w http.ResponseWriter, r *http.Request) {
+	c.tokensPage(w, r, http.StatusOK, flash(r), "", tokensData{})
+}
+
+func (c *Console) tokensPage(w http.ResponseWriter, r *http.Request, status int, fl, errMsg string, d tokensData) {
+	if c.o.Tokens != nil {
+		d.Enabled, d.MaxActive = true, c.o.Tokens.MaxActive()
+		list, err := c.o.Tokens.List(r.Context())
+		if err != nil {
+			c.storeFailed(w, r, err)
+			return
+		}
+		d.Tokens = list
+	}
+	c.render(w, r, status, "tokens", view{Title: "Access tokens", Nav: "tokens", Flash: fl, Error: errMsg, Data: d})
+}
+
+func (c *Console) tokensEnabled(w http.ResponseWriter, r *http.Request) bool {
+	if c.o.Tokens == nil {
+		c.fail(w, r, http.StatusNotFound, "Access tokens not enabled", "Issued access tokens need `accessTokens: {}` in the configuration, so nothing was changed.")
+		return false
+	}
+	return true
+}
+
+// tokenError is the refusal page of a manager error; nothing was changed.
+func (c *Console) tokenError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, accesstoken.ErrInvalidName):
+		c.tokensPage(w, r, http.StatusBadRequest, "", "Refused: "+err.Error()+". Nothing was changed.", tokensData{})
+	case errors.Is(err, accesstoken.ErrLimit):
+		c.tokensPage(w, r, http.StatusConflict, "", "Refused: "+err.Error()+"; revoke one first. Nothing was changed.", tokensData{})
+	case errors.Is(err, accesstoken.ErrNotFound):
+		c.tokensPage(w, r, http.StatusNotFound, "", "Refused: no access token has that id. Nothing was changed.", tokensData{})
+	default:
+		c.storeFailed(w, r, err)
+	}
+}
+
+// serveIssueToken answers the POST itself with the secret, shown once: it
+// is in no URL, no redirect and no log, and the page is not cached.
+func (c *Console) serveIssueToken(w http.ResponseWriter, r *http.Request) {
+	if !c.tokensEnabled(w, r) {
+		return
+	}
+	s := sessionFrom(r.Context())
+	secret, t, err := c.o.Tokens.Create(r.Context(), r.PostForm.Get("name"), s.op.Actor())
+	if err != nil {
+		c.tokenError(w, r, err)
+		return
+	}
+	c.tokensPage(w, r, http.StatusOK, "Issued "+t.Name+". Copy the secret now: it is shown only once.", "", tokensData{NewSecret: secret, NewName: t.Name})
+}
+
+func (c *Console) serveRenameToken(w http.ResponseWriter, r *http.Request) {
+	if !c.tokensEnabled(w, r) {
+		return
+	}
+	s := sessionFrom(r.Context())
+	t, err := c.o.Tokens.Rename(r.Context(), r.PathValue("id"), r.PostForm.Get("name"), s.op.Actor())
+	if err != nil {
+		c.tokenError(w, r, err)
+		return
+	}
+	back(w, r, "/tokens", "Renamed the token to "+t.Name+".")
+}
+
+func (c *Console) serveRevokeToken(w http.ResponseWriter, r *http.Request) {
+	if !c.tokensEnabled(w, r) {
+		return
+	}
+	s := sessionFrom(r.Context())
+	t, err := c.o.Tokens.Revoke(r.Context(), r.PathValue("id"), s.op.Actor())
+	if err != nil {
+		c.tokenError(w, r, err)
+		return
+	}
+	back(w, r, "/tokens", "Revoked "+t.Name+": calls with it now fail.")
+}
+
+type activityData struct {
+	Enabled                   bool
+	Events                    []activity.Event
+	Connector, Outcome, Actor string
+	Next                      string
+	Outcomes                  []string
+	Names                     map[string]string // token:<id> → name
+}
+
+func (c *Console) serveActivity(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := activityData{Enabled: c.o.Activity != nil, Connector: bounded(q.Get("connector")), Outcome: bounded(q.Get("outcome")),
+		Actor: bounded(q.Get("actor")), Outcomes: []string{"success", "error", "timeout", "cancelled"}}
+	v := view{Title: "Activity", Nav: "activity", Data: &d}
+	if !d.Enabled {
+		c.render(w, r, http.StatusOK, "activity", v)
+		return
+	}
+	page, err := c.o.Activity.List(r.Context(), activity.Query{Limit: activityPage, Before: q.Get("before"),
+		ConnectorID: d.Connector, Outcome: d.Outcome, Actor: d.Actor})
+	switch {
+	case errors.Is(err, activity.ErrBadCursor):
+		v.Error = "That page link is not valid (a bad cursor); showing the newest events."
+		page, err = c.o.Activity.List(r.Context(), activity.Query{Limit: activityPage, ConnectorID: d.Connector, Outcome: d.Outcome, Actor: d.Actor})
+	}
+	if err != nil {
+		c.storeFailed(w, r, err)
+		return
+	}
+	d.Events = page.Events
+	if page.NextCursor != "" {
+		d.Next = Prefix + "/activity?" + urlValues("connector", d.Connector, "outcome", d.Outcome, "actor", d.Actor, "before", page.NextCursor)
+	}
+	if c.o.Tokens != nil {
+		d.Names, _ = c.o.Tokens.Names(r.Context())
+	}
+	c.render(w, r, http.StatusOK, "activity", v)
+}
+
+func (c *Console) serveAudit(w http.ResponseWriter, r *http.Request) {
+	recs, err := c.o.Store.ListAudit(r.Context(), auditPage)
+	if err != nil {
+		c.storeFailed(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "audit", view{Title: "Audit", Nav: "audit", Data: recs})
+}
+
+func bounded(s string) string {
+	if len(s) > maxFilterBytes {
+		return s[:maxFilterBytes]
+	}
+	return s
+}
+
+func oauthCaller(op Operator) oauth.Caller { return oauth.Caller{Actor: op.Actor(), Operator: true} }
+
+// urlValues encodes key/value pairs, leaving out empty values.
+func urlValues(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	return v.Encode()
+}

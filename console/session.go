@@ -1,0 +1,374 @@
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/store"
+)
+
+// Operator is who is signed in.
+type Operator struct {
+	Subject string
+	Email   string
+}
+
+// Actor is the audit actor of the operator: "oidc:<sub>", as on /mcp.
+func (o Operator) Actor() string { return "oidc:" + o.Subject }
+
+// session is a request's verified session.
+type session struct {
+	op     Operator
+	digest string
+	csrf   string // the token every mutation must carry
+}
+
+// identityProvider is auth.oidc's discovered provider and the console's
+// client at it.
+type identityProvider struct {
+	issuer, clientID, secret string
+	provider                 *oidc.Provider
+	verifier                 *oidc.IDTokenVerifier
+}
+
+func (c *Console) oidcConfig() *config.OIDC {
+	o := c.cfg().Auth.OIDC
+	if o == nil || o.ClientID == "" {
+		return nil
+	}
+	return o
+}
+
+// provider discovers the issuer on first use (and again after a reload
+// changed it); a failed discovery is retried on the next sign-in.
+func (c *Console) provider(ctx context.Context, o *config.OIDC) (*identityProvider, error) {
+	c.idpMu.Lock()
+	defer c.idpMu.Unlock()
+	if p := c.idp; p != nil && p.issuer == o.Issuer && p.clientID == o.ClientID && p.secret == o.ClientSecret.Reveal() {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(c.clientContext(ctx), 10*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, o.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discovering %s: %w", o.Issuer, err)
+	}
+	c.idp = &identityProvider{issuer: o.Issuer, clientID: o.ClientID, secret: o.ClientSecret.Reveal(), provider: p,
+		verifier: p.Verifier(&oidc.Config{ClientID: o.ClientID, Now: c.now})}
+	return c.idp, nil
+}
+
+func (c *Console) clientContext(ctx context.Context) context.Context {
+	if c.o.HTTPClient != nil {
+		return oidc.ClientContext(ctx, c.o.HTTPClient)
+	}
+	return ctx
+}
+
+func (c *Console) oauth2Config(p *identityProvider) *oauth2.Config {
+	return &oauth2.Config{
+		ClientID: p.clientID, ClientSecret: p.secret,
+		Endpoint:    p.provider.Endpoint(),
+		RedirectURL: strings.TrimRight(c.cfg().PublicURL, "/") + CallbackPath,
+		Scopes:      []string{oidc.ScopeOpenID, "email", "profile", "groups"},
+	}
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func digest(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// csrfFor derives a session's CSRF token from its cookie secret, so the
+// store keeps only digests and any replica can render forms.
+func csrfFor(secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("connecta console csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func setCookie(w http.ResponseWriter, name, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: int(maxAge / time.Second),
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func clearCookie(w http.ResponseWriter, name string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+}
+
+// serveSignin starts a sign-in: the PKCE verifier, state and nonce go into
+// a short-lived cookie (the callback may land on any replica), and the
+// answer is a same-origin page linking to the provider, since the pinned
+// form-action 'self' blocks a cross-origin redirect from a form.
+func (c *Console) serveSignin(w http.ResponseWriter, r *http.Request) {
+	o := c.oidcConfig()
+	if o == nil {
+		c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
+		return
+	}
+	p, err := c.provider(r.Context(), o)
+	if err != nil {
+		c.log.Warn("console: identity provider unreachable", "issuer", o.Issuer, "err", err)
+		c.fail(w, r, http.StatusBadGateway, "Sign-in unavailable", "The identity provider could not be reached. Try again shortly.")
+		return
+	}
+	state, verifier, nonce := randomToken(), oauth2.GenerateVerifier(), randomToken()
+	setCookie(w, signinCookie, state+"."+verifier+"."+nonce, signinTTL)
+	authURL := c.oauth2Config(p).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce))
+	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in", Link: authURL, LinkText: "Continue to " + originOf(o.Issuer)})
+}
+
+// serveCallback finishes a sign-in: state from the cookie, code exchange
+// with the verifier, ID token (signature, issuer, audience, expiry, nonce),
+// claims from the userinfo endpoint, then the operators rule. Callbacks are
+// rate-limited; each refusal is a clear page and creates nothing.
+func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
+	if !c.limit.allow() {
+		w.Header().Set("Retry-After", "3")
+		c.fail(w, r, http.StatusTooManyRequests, "Too many sign-in attempts", "Too many sign-in callbacks arrived at once. Wait a few seconds and sign in again.")
+		return
+	}
+	o := c.oidcConfig()
+	if o == nil {
+		c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
+		return
+	}
+	q := r.URL.Query()
+	ck, err := r.Cookie(signinCookie)
+	clearCookie(w, signinCookie) // one callback per sign-in
+	if q.Get("error") != "" {
+		c.fail(w, r, http.StatusForbidden, "Sign-in refused", "The identity provider refused the sign-in ("+clipText(q.Get("error"))+").")
+		return
+	}
+	parts := []string{}
+	if err == nil {
+		parts = strings.Split(ck.Value, ".")
+	}
+	if len(parts) != 3 || subtle.ConstantTimeCompare([]byte(parts[0]), []byte(q.Get("state"))) != 1 || q.Get("code") == "" {
+		c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "This sign-in link is stale or was not started in this browser. Sign in again.")
+		return
+	}
+	p, err := c.provider(r.Context(), o)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, "Sign-in unavailable", "The identity provider could not be reached. Try again shortly.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.clientContext(r.Context()), 15*time.Second)
+	defer cancel()
+	tok, err := c.oauth2Config(p).Exchange(ctx, q.Get("code"), oauth2.VerifierOption(parts[1]))
+	if err != nil {
+		c.log.Warn("console: code exchange failed", "err", errText(err))
+		c.fail(w, r, http.StatusBadGateway, "Sign-in could not be completed", "The identity provider did not accept the sign-in. Sign in again.")
+		return
+	}
+	rawID, _ := tok.Extra("id_token").(string)
+	idt, err := p.verifier.Verify(ctx, rawID)
+	if err != nil || subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(parts[2])) != 1 {
+		c.log.Warn("console: ID token refused", "err", errText(err))
+		c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "The identity provider's answer could not be verified. Sign in again.")
+		return
+	}
+	claims := map[string]any{}
+	if err := idt.Claims(&claims); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "The identity provider's answer could not be read. Sign in again.")
+		return
+	}
+	// Code-flow ID tokens may carry only `sub`: the profile claims the rule
+	// needs come from the userinfo endpoint, for the same subject.
+	if ui, err := p.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok)); err == nil && ui.Subject == idt.Subject {
+		extra := map[string]any{}
+		if ui.Claims(&extra) == nil {
+			for k, v := range extra {
+				if _, ok := claims[k]; !ok {
+					claims[k] = v
+				}
+			}
+		}
+	}
+	op := Operator{Subject: idt.Subject}
+	op.Email, _ = claims["email"].(string)
+	if o.Operators == nil || !inbound.MatchRule(*o.Operators, claims) {
+		c.log.Info("console: sign-in refused: not an operator", "actor", op.Actor())
+		c.fail(w, r, http.StatusForbidden, "Not an operator", "You signed in, but auth.oidc.operators does not name this account, so the console is closed to it.")
+		return
+	}
+	secret := randomToken()
+	now := c.now()
+	ttl := o.SessionTTL
+	err = c.o.Store.PutSession(r.Context(), store.OperatorSession{
+		Digest: digest(secret), Subject: op.Subject, Email: op.Email, CSRFDigest: digest(csrfFor(secret)),
+		CreatedAt: now, ExpiresAt: now.Add(ttl),
+	})
+	if err != nil {
+		c.storeFailed(w, r, err)
+		return
+	}
+	c.audit(r.Context(), op, "session.signin", "operator:"+op.Subject, op.Email)
+	setCookie(w, SessionCookie, secret, ttl)
+	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+}
+
+// serveSignout ends the session in the store, so the cookie is refused on
+// every replica from now on, even if replayed.
+func (c *Console) serveSignout(w http.ResponseWriter, r *http.Request) {
+	s := sessionFrom(r.Context())
+	if _, err := c.o.Store.DeleteSession(r.Context(), s.digest); err != nil {
+		c.storeFailed(w, r, err)
+		return
+	}
+	c.audit(r.Context(), s.op, "session.signout", "operator:"+s.op.Subject, "")
+	clearCookie(w, SessionCookie)
+	c.render(w, r, http.StatusOK, "message", view{Title: "Signed out", Operator: &Operator{}, Message: "You are signed out. The session has ended on every replica.",
+		Link: Prefix + "/", LinkText: "Sign in again"})
+}
+
+// authenticate finds the request's session: nil and a reason when none.
+func (c *Console) authenticate(r *http.Request) (*session, string) {
+	ck, err := r.Cookie(SessionCookie)
+	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
+		return nil, ""
+	}
+	v, err := c.o.Store.GetSession(r.Context(), digest(ck.Value), c.now())
+	switch {
+	case errors.Is(err, store.ErrExpired):
+		return nil, "Your session expired. Sign in again."
+	case errors.Is(err, store.ErrNotFound):
+		return nil, "Your session has ended (signed out, or expired). Sign in again."
+	case err != nil:
+		return nil, "The console's store is unavailable, so your session cannot be checked. Try again shortly."
+	}
+	csrf := csrfFor(ck.Value)
+	if subtle.ConstantTimeCompare([]byte(digest(csrf)), []byte(v.CSRFDigest)) != 1 {
+		return nil, "Your session is not valid. Sign in again."
+	}
+	return &session{op: Operator{Subject: v.Subject, Email: v.Email}, digest: v.Digest, csrf: csrf}, ""
+}
+
+// page admits a GET from a signed-in operator; anyone else gets the
+// sign-in page (or, without auth.oidc, the page saying how to enable it).
+func (c *Console) page(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.oidcConfig() == nil {
+			c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
+			return
+		}
+		s, why := c.authenticate(r)
+		if s == nil {
+			if why != "" {
+				clearCookie(w, SessionCookie)
+			}
+			c.render(w, r, http.StatusUnauthorized, "welcome", view{Title: "Sign in", Error: why})
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, s)))
+	})
+}
+
+// mutation admits a POST only from this origin, from a signed-in operator,
+// carrying the session's CSRF token; any refusal changes nothing.
+func (c *Console) mutation(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !c.sameOrigin(r) {
+			c.fail(w, r, http.StatusForbidden, "Refused: cross-origin request", "This form was not sent from the console's own pages, so nothing was changed. Open the console and try again.")
+			return
+		}
+		if c.oidcConfig() == nil {
+			c.render(w, r, http.StatusForbidden, "disabled", view{Title: "Console not enabled"})
+			return
+		}
+		s, why := c.authenticate(r)
+		if s == nil {
+			if why == "" {
+				why = "You are not signed in."
+			}
+			clearCookie(w, SessionCookie)
+			c.render(w, r, http.StatusUnauthorized, "welcome", view{Title: "Sign in", Error: why + " Nothing was changed."})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: form too large", fmt.Sprintf("The form is over %d bytes, so nothing was changed.", maxFormBytes))
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.csrf)) != 1 {
+			c.fail(w, r, http.StatusForbidden, "Refused: stale form", "This form's security token does not match your session (it is from another session, or was forged), so nothing was changed. Reload the page and try again.")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, s)))
+	})
+}
+
+// sameOrigin: the browser's Origin must be publicUrl's origin; without an
+// Origin header (or with "null"), Sec-Fetch-Site — which a page cannot
+// set — must say same-origin. Neither: refused.
+func (c *Console) sameOrigin(r *http.Request) bool {
+	want := c.publicOrigin()
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		return want != "" && o == want
+	}
+	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+}
+
+func (c *Console) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.Error("console: store failed", "err", err)
+	c.fail(w, r, http.StatusServiceUnavailable, "Store unavailable", "The console's store did not answer, so nothing was changed. Try again shortly.")
+}
+
+// audit appends an audit record; a failed write is logged, never shown.
+func (c *Console) audit(ctx context.Context, op Operator, action, target, detail string) {
+	if err := c.o.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditRecord{
+		OccurredAt: c.now(), Actor: op.Actor(), Action: action, Target: target, Detail: detail,
+	}); err != nil {
+		c.log.Error("console: audit write failed", "action", action, "target", target, "err", err)
+	}
+}
+
+// errText is an error's text for the log, bounded.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return clipText(err.Error())
+}
+
+func clipText(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func originOf(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	rest := raw[i+3:]
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		rest = rest[:j]
+	}
+	return raw[:i+3] + rest
+}
