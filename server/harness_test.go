@@ -466,3 +466,29 @@ const toolsListBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}
 func itoa(n int) string { return strconv.Itoa(n) }
 
 var _ = fmt.Sprintf
+
+// withConfigLimits fills the request limits and host-call deadline a
+// Reloadable leaves zero with config's defaults (Reload requires them; app
+// passes them from the configuration).
+func withConfigLimits(r server.Reloadable) server.Reloadable {
+	q := &r.Requests
+	if q.MaxActive == 0 {
+		q.MaxActive, q.MaxQueue = config.DefaultRequestsMaxActive, config.DefaultRequestsMaxQueue
+	}
+	if q.QueueTimeout == 0 {
+		q.QueueTimeout = config.DefaultRequestsQueueTimeout
+	}
+	if q.RetryAfter == 0 {
+		q.RetryAfter = config.DefaultRequestsRetryAfter
+	}
+	if q.MaxBodyBytes == 0 {
+		q.MaxBodyBytes = config.DefaultRequestsMaxBodyBytes
+	}
+	if q.BodyTimeout == 0 {
+		q.BodyTimeout = config.DefaultRequestsBodyTimeout
+	}
+	if r.HostCallTimeout == 0 {
+		r.HostCallTimeout = config.DefaultExecuteHostCallTimeout
+	}
+	return r
+}
