@@ -41,15 +41,15 @@ const (
 // `credential` connector) and one protected by the provider ("tracker", an
 // OAuth connector).
 type harness struct {
-	t      *testing.T
-	base   string
-	p      *oidctest.Provider
-	app    *app.App
-	rs     *oidctest.ProtectedServer
-	keyed  atomic.Int64 // calls the keyed server ran
-	yaml   string       // the configuration (its listen address is the first replica's)
-	env    map[string]string
-	logs   *syncBuffer  // everything connecta logged, at debug level
+	t     *testing.T
+	base  string
+	p     *oidctest.Provider
+	app   *app.App
+	rs    *oidctest.ProtectedServer
+	keyed atomic.Int64 // calls the keyed server ran
+	yaml  string       // the configuration (its listen address is the first replica's)
+	env   map[string]string
+	logs  *syncBuffer // everything connecta logged, at debug level
 }
 
 func startHarness(t *testing.T) *harness {
