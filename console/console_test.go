@@ -66,6 +66,12 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		t.Fatalf("bob: %d cookie=%q %s", status, bob.cookie, page)
 	}
 
+	// alice denies the consent: a clear page, no session.
+	denied, status, page := h.signInAt(ctx, "alice", h.base, false)
+	if status != http.StatusForbidden || denied.cookie != "" || !strings.Contains(page, "refused the sign-in (access_denied)") {
+		t.Fatalf("denied: %d cookie=%q %s", status, denied.cookie, page)
+	}
+
 	op, status, _ := h.signIn(ctx, "alice")
 	if status != http.StatusSeeOther || op.cookie == "" {
 		t.Fatalf("alice: %d", status)
