@@ -56,8 +56,8 @@ func BenchmarkChild_ConnectaVsHello(b *testing.B) {
 	if err := os.Mkdir(cache, 0o700); err != nil {
 		b.Fatal(err)
 	}
-	p, err := New(context.Background(), Options{Slots: 1, Spares: 1, floorExe: connecta, CacheDir: cache,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(context.Background(), testOptions(Options{Slots: 1, Spares: 1, floorExe: connecta, CacheDir: cache,
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	if err != nil {
 		b.Fatal(err)
 	}
