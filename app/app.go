@@ -261,7 +261,7 @@ func (a *App) codeTool(cfg *config.Config, log *slog.Logger) (server.CodeTool, e
 		HostCallTimeout:  cfg.Execute.HostCallTimeout,
 		MaxEmittedBytes:  int(cfg.Execute.MaxEmittedBytes),
 		MaxEmittedBlocks: cfg.Execute.MaxEmittedBlocks,
-		MaxCodeBytes:     contract.DefaultMaxCodeBytes,
+		MaxCodeBytes:     config.ExecuteMaxCodeBytes,
 		Identity:         server.RequestIdentity,
 		Notifier:         programNotifier,
 		Logger:           log.With("component", "contract"),

@@ -257,6 +257,17 @@ const (
 	DefaultConnectorMaxConcurrency = 4
 )
 
+// Fixed values with no configuration key, defined here beside the defaults
+// so that the packages app wires take every value from one home.
+const (
+	// ExecuteMaxCodeBytes bounds execute_code's code (UTF-8); larger is
+	// invalid_args before admission.
+	ExecuteMaxCodeBytes = 128 << 10
+	// ShutdownGrace is how long in-flight requests may drain on SIGTERM
+	// (shutdownTimeoutMs of the reference implementation).
+	ShutdownGrace = 10 * time.Second
+)
+
 // Bounds of the file itself and of what it points at.
 const (
 	MaxConfigBytes   = 1 << 20   // the YAML file

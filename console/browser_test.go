@@ -111,15 +111,42 @@ func (b *browser) submit(button string) {
 
 func (b *browser) click(sel string) {
 	b.t.Helper()
+	b.navigating(sel, chromedp.Click(chromedp.CSS(sel)))
+}
+
+// typeAndEnter types into a field and presses Enter, as a keyboard user
+// submits a form.
+func (b *browser) typeAndEnter(sel, text string) {
+	b.t.Helper()
+	b.navigating(sel, chromedp.SendKeys(chromedp.CSS(sel), text+"\r"))
+	b.do(chromedp.WaitVisible(chromedp.CSS("main h1")))
+}
+
+// labelled checks that every form control on the page has a label (or an
+// aria-label) and every button a name, so a keyboard or screen-reader user
+// knows what each does.
+func (b *browser) labelled() {
+	b.t.Helper()
+	bad := run(b, chromedp.Evaluate[[]string](`[...document.querySelectorAll('input:not([type=hidden]), select, button')]
+		.filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+		.map(e => e.outerHTML)`))
+	if len(bad) > 0 {
+		b.t.Fatalf("%s: unlabelled controls: %v", b.location(), bad)
+	}
+}
+
+func (b *browser) navigating(what string, action chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
 	run(b, chromedp.Evaluate[bool](`window.__stale = true`))
-	b.do(chromedp.Click(chromedp.CSS(sel)))
+	b.do(action)
+	sel := what
 	for i := 0; i < 200; i++ {
 		if run(b, chromedp.Evaluate[bool](`!window.__stale && document.readyState === "complete"`)) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	b.fatal(errors.New("no new page after clicking " + sel))
+	b.fatal(errors.New("no new page after " + sel))
 }
 
 func (b *browser) screenshot(name string) {
@@ -190,8 +217,8 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 
 	// Issue a token; its secret is on the answer page only.
 	b.open("/operator/tokens")
-	b.do(chromedp.SendKeys(chromedp.CSS(`#name`), "laptop <i>1</i>"))
-	b.submit(`form[action="/operator/tokens"] button`)
+	b.labelled()
+	b.typeAndEnter(`#name`, "laptop <i>1</i>") // by keyboard
 	secret := run(b, chromedp.Value(chromedp.CSS(`#secret`)))
 	if !strings.HasPrefix(secret, "cta_") {
 		t.Fatalf("secret %q", secret)
@@ -212,6 +239,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 
 	// Set the credential in the browser; the test lists the tools; calls work.
 	b.open("/operator/credentials")
+	b.labelled()
 	b.do(chromedp.SendKeys(chromedp.CSS(`#value-keyed`), keyedSecret))
 	b.submit(`form[action="/operator/credentials/keyed"] button`)
 	page = b.html()
@@ -233,6 +261,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 
 	// The calls are on the activity page, newest first, under the token's name.
 	b.open("/operator/activity")
+	b.labelled()
 	page = b.html()
 	mustContain(t, "activity", page, "keyed.whoami", "success", "error", "auth_required", "laptop &lt;i&gt;1&lt;/i&gt;")
 	if strings.Index(page, "success") > strings.Index(page, "auth_required") {
@@ -266,11 +295,19 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.open("/operator/")
 	page = b.html()
 	mustContain(t, "connections after oauth", page, ">connected<", `/operator/connections/tracker/revoke`)
+	b.labelled()
 	b.screenshot("connections")
 
 	// Every mutation is on the audit page.
 	b.open("/operator/audit")
+	b.labelled()
 	mustContain(t, "audit", b.html(), "session.signin", "token.create", "credential.set", "token.revoke", "oauth.flow_started", "oauth.granted", "oidc:alice")
 	b.screenshot("audit")
+
+	// Sign out: the session ends; the console asks to sign in again.
+	b.submit(`form.signout button`)
+	mustContain(t, "signed out", b.html(), "You are signed out")
+	b.open("/operator/")
+	mustContain(t, "after sign-out", b.html(), `href="/operator/signin"`)
 	h.noSecretLogged(t, secret, keyedSecret, consoleSecret)
 }

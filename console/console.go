@@ -20,7 +20,10 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -230,23 +233,33 @@ func (c *Console) serveCSS(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// back redirects (303) to a console page with a flash message in the query.
-// The message is fixed text naming ids, never a secret.
+// back redirects (303) to a console page with a one-line outcome in the
+// query. The message is fixed text naming ids, never a secret, and it is
+// signed with the session's CSRF token, so a crafted link cannot make the
+// console display words of someone else's choosing.
 func back(w http.ResponseWriter, r *http.Request, page, flash string) {
 	u := Prefix + page
-	if flash != "" {
-		u += "?flash=" + url.QueryEscape(flash)
+	if s := sessionFrom(r.Context()); s != nil && flash != "" {
+		u += "?" + url.Values{"flash": {flash}, "sig": {flashSig(s.csrf, flash)}}.Encode()
 	}
 	http.Redirect(w, r, u, http.StatusSeeOther)
 }
 
-// flash reads the flash message back, bounded.
+// flash reads the outcome back when its signature matches this session.
 func flash(r *http.Request) string {
-	f := r.URL.Query().Get("flash")
-	if len(f) > maxFilterBytes {
-		f = f[:maxFilterBytes]
+	q := r.URL.Query()
+	f, sig := q.Get("flash"), q.Get("sig")
+	s := sessionFrom(r.Context())
+	if s == nil || f == "" || len(f) > 1024 || !hmac.Equal([]byte(sig), []byte(flashSig(s.csrf, f))) {
+		return ""
 	}
 	return f
+}
+
+func flashSig(key, msg string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("flash\x00" + msg))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 // limiter is a token bucket: burst tokens, one more every refill.

@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/console"
+	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -69,6 +74,10 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		t.Fatalf("connections %d: %s", status, page)
 	}
 	csrf := op.csrf()
+	// An outcome message in a crafted link is not shown (it is signed).
+	if _, page := op.get("/operator/?flash=Call+support+at+evil.example"); strings.Contains(page, "evil.example") {
+		t.Fatal("a crafted flash message was shown")
+	}
 
 	// A cross-origin post, with a valid cookie and token: refused, no token.
 	before := tokenCount(t, h)
@@ -168,7 +177,7 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		CreatedAt: time.Now().Add(-time.Hour), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	expired := &operator{h: h, c: op.c, cookie: secret}
+	expired := &operator{h: h, base: h.base, c: op.c, cookie: secret}
 	if status, page := expired.get("/operator/"); status != http.StatusUnauthorized || !strings.Contains(page, "session expired") {
 		t.Fatalf("expired session: %d %s", status, page)
 	}
@@ -230,5 +239,102 @@ func TestConsole_WithoutOIDC(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusForbidden {
 		t.Fatalf("POST without OIDC: %d", res.StatusCode)
+	}
+}
+
+var olderLink = regexp.MustCompile(`<a href="(/operator/activity\?[^"]+)">Older calls</a>`)
+
+// TestConsole_ActivityPages: the history newest first, 50 a page with the
+// store's cursor, filtered by connector; a bad cursor is said so; a token
+// rename shows the new name, escaped.
+func TestConsole_ActivityPages(t *testing.T) {
+	h := startHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var batch []store.ActivityRecord
+	for i := range 60 {
+		conn := "alpha"
+		if i%3 == 0 {
+			conn = "beta"
+		}
+		e := activity.Event{ID: fmt.Sprintf("ev-%03d", i), OccurredAt: base.Add(time.Duration(i) * time.Second), Actor: "oidc:carol",
+			ConnectorID: conn, ToolName: fmt.Sprintf("tool%03d", i), Address: fmt.Sprintf("%s.tool%03d", conn, i), Source: "call_tool", Outcome: "success", Attempts: 1}
+		js, _ := json.Marshal(e)
+		batch = append(batch, store.ActivityRecord{ID: e.ID, OccurredAt: e.OccurredAt, ConnectorID: conn, Outcome: e.Outcome, Actor: e.Actor, JSON: js})
+	}
+	if err := h.app.Store().AppendActivity(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	op, status, _ := h.signIn(ctx, "alice")
+	if status != http.StatusSeeOther {
+		t.Fatalf("sign-in %d", status)
+	}
+	_, page := op.get("/operator/activity")
+	if n := strings.Count(page, "<tr>") - 1; n != 50 {
+		t.Fatalf("first page has %d rows", n)
+	}
+	if strings.Index(page, "tool059") > strings.Index(page, "tool058") || strings.Contains(page, "tool009<") {
+		t.Fatal("first page is not the newest 50, newest first")
+	}
+	m := olderLink.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no older link:\n%s", page)
+	}
+	_, page = op.get(html.UnescapeString(m[1]))
+	if n := strings.Count(page, "<tr>") - 1; n != 10 || !strings.Contains(page, "alpha.tool001") || olderLink.MatchString(page) {
+		t.Fatalf("second page has %d rows:\n%s", n, page)
+	}
+	_, page = op.get("/operator/activity?connector=beta")
+	if n := strings.Count(page, "<tr>") - 1; n != 20 || strings.Contains(page, "alpha.") {
+		t.Fatalf("filtered page has %d rows", n)
+	}
+	if _, page = op.get("/operator/activity?before=not-a-cursor"); !strings.Contains(page, "not valid") {
+		t.Fatalf("bad cursor:\n%s", page)
+	}
+
+	// Rename a token: the new name is stored as text and escaped.
+	csrf := op.csrf()
+	if status, _ := op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {"ci"}}, ""); status != http.StatusOK {
+		t.Fatalf("issue %d", status)
+	}
+	list, _ := h.app.Store().ListTokens(ctx)
+	if status, _ := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {`ci "<img src=x>"`}}, ""); status != http.StatusSeeOther {
+		t.Fatalf("rename %d", status)
+	}
+	if _, page = op.get("/operator/tokens"); strings.Contains(page, "<img") || !strings.Contains(page, "&lt;img src=x&gt;") {
+		t.Fatalf("renamed token:\n%s", page)
+	}
+	if status, page := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {strings.Repeat("n", 81)}}, ""); status != http.StatusBadRequest || !strings.Contains(page, "Nothing was changed") {
+		t.Fatalf("long name %d", status)
+	}
+}
+
+// TestConsole_SessionsAcrossReplicas: two replicas on one store behind one
+// publicUrl. A sign-in started on one finishes on the other; the session
+// works on both; signing out on one ends it on the other.
+func TestConsole_SessionsAcrossReplicas(t *testing.T) {
+	h := startHarness(t)
+	other := h.replica(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	op, status, _ := h.signInVia(ctx, "alice", other)
+	if status != http.StatusSeeOther || op.cookie == "" {
+		t.Fatalf("sign-in finished on the other replica: %d", status)
+	}
+	for _, base := range []string{h.base, other} {
+		op.base = base
+		if status, page := op.get("/operator/tokens"); status != http.StatusOK || !strings.Contains(page, "alice@example.com") {
+			t.Fatalf("%s: %d", base, status)
+		}
+	}
+	csrf := op.csrf()
+	op.base = other
+	if status, _ := op.post("/operator/signout", url.Values{"csrf": {csrf}}, ""); status != http.StatusOK {
+		t.Fatalf("sign-out: %d", status)
+	}
+	op.base = h.base
+	if status, _ := op.get("/operator/tokens"); status != http.StatusUnauthorized {
+		t.Fatalf("after sign-out on the other replica: %d", status)
 	}
 }

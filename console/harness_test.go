@@ -36,7 +36,7 @@ const (
 )
 
 // harness is connecta (the one application constructor, over HTTP on a
-// free port) with the real oidc-provider as the operators' identity
+// free port, its state in SQLite) with the real oidc-provider as the operators' identity
 // provider, a go-sdk MCP server that wants an API key ("keyed", a
 // `credential` connector) and one protected by the provider ("tracker", an
 // OAuth connector).
@@ -47,8 +47,9 @@ type harness struct {
 	app    *app.App
 	rs     *oidctest.ProtectedServer
 	keyed  atomic.Int64 // calls the keyed server ran
+	yaml   string       // the configuration (its listen address is the first replica's)
+	env    map[string]string
 	logs   *syncBuffer  // everything connecta logged, at debug level
-	cancel context.CancelFunc
 }
 
 func startHarness(t *testing.T) *harness {
@@ -74,7 +75,7 @@ func startHarness(t *testing.T) *harness {
 	env := map[string]string{"OIDC_SECRET": consoleSecret, "VAULT_KEY": base64.StdEncoding.EncodeToString(key)}
 	yaml := fmt.Sprintf(`listen: %s
 publicUrl: %s
-store: {url: "memory:"}
+store: {url: "sqlite:%s"}
 vault: {keys: [{id: k1, key: "${env:VAULT_KEY}"}], active: k1}
 accessTokens: {}
 auth:
@@ -93,30 +94,45 @@ connectors:
     title: Tracker
     url: %s
     oauth: {}
-`, ln.Addr(), h.base, h.p.Issuer, consoleClient, keyedURL, h.rs.URL)
-	cfg, err := config.Parse(filepath.Join(t.TempDir(), "connecta.yaml"), []byte(yaml), config.Resolver{
-		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL)
+	h.yaml, h.env = yaml, env
+	h.logs = &syncBuffer{}
+	h.app = h.serve(t, ln)
+	return h
+}
+
+// serve runs one replica of connecta on ln, until t ends.
+func (h *harness) serve(t *testing.T, ln net.Listener) *app.App {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "connecta.yaml"), []byte(h.yaml), config.Resolver{
+		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	h.logs = &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := app.New(ctx, app.Options{Config: cfg, Version: "test", Logger: log})
+	a, err := app.New(context.Background(), app.Options{Config: cfg, Version: "test", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.app = a
 	srv := &http.Server{Handler: a.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
 		a.Close()
-		cancel()
 	})
-	return h
+	return a
+}
+
+// replica starts a second connecta on the same configuration and store
+// (publicUrl stays the first's, as behind a load balancer) and returns
+// its base URL.
+func (h *harness) replica(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.serve(t, ln)
+	return "http://" + ln.Addr().String()
 }
 
 // startKeyed serves a go-sdk MCP server that answers only requests with
@@ -186,6 +202,7 @@ func (h *harness) callTool(ctx context.Context, token, name string, args map[str
 // here).
 type operator struct {
 	h      *harness
+	base   string // the replica it talks to
 	c      *http.Client
 	cookie string
 }
@@ -193,6 +210,14 @@ type operator struct {
 var continueLink = regexp.MustCompile(`id="continue" href="([^"]+)"`)
 
 func (h *harness) signIn(ctx context.Context, account string) (*operator, int, string) {
+	h.t.Helper()
+	return h.signInVia(ctx, account, h.base)
+}
+
+// signInVia starts the sign-in on the first replica and sends the
+// provider's redirect to the callback at base (another replica behind the
+// same publicUrl).
+func (h *harness) signInVia(ctx context.Context, account, base string) (*operator, int, string) {
 	h.t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -211,6 +236,8 @@ func (h *harness) signIn(ctx context.Context, account string) (*operator, int, s
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	cb, _ := url.Parse(base)
+	back.Host = cb.Host
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, back.String(), nil)
 	req.Header.Set("Cookie", "__Host-connecta-signin="+signin)
 	res, err = c.Do(req)
@@ -219,7 +246,7 @@ func (h *harness) signIn(ctx context.Context, account string) (*operator, int, s
 	}
 	page, _ = io.ReadAll(res.Body)
 	res.Body.Close()
-	return &operator{h: h, c: c, cookie: cookieValue(res, console.SessionCookie)}, res.StatusCode, string(page)
+	return &operator{h: h, base: h.base, c: c, cookie: cookieValue(res, console.SessionCookie)}, res.StatusCode, string(page)
 }
 
 func cookieValue(res *http.Response, name string) string {
@@ -235,7 +262,7 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // get fetches a console page with the session cookie.
 func (o *operator) get(path string) (int, string) {
-	req, _ := http.NewRequest(http.MethodGet, o.h.base+path, nil)
+	req, _ := http.NewRequest(http.MethodGet, o.base+path, nil)
 	req.Header.Set("Cookie", console.SessionCookie+"="+o.cookie)
 	res, err := o.c.Do(req)
 	if err != nil {
@@ -259,7 +286,7 @@ func (o *operator) csrf() string {
 // post sends a form as the console's page would (Origin: publicUrl), unless
 // origin overrides it ("-" sends none).
 func (o *operator) post(path string, form url.Values, origin string) (int, string) {
-	req, _ := http.NewRequest(http.MethodPost, o.h.base+path, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, o.base+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Cookie", console.SessionCookie+"="+o.cookie)
 	switch origin {

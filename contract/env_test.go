@@ -255,8 +255,8 @@ func newEnv(t testing.TB) (*env, error) {
 	}
 	cache := filepath.Join(os.TempDir(), "connecta-contract-test-cache")
 	_ = os.MkdirAll(cache, 0o700)
-	e.pool, err = supervisor.New(ctx, supervisor.Options{Slots: 2, MaxQueue: 16, Spares: 1, CacheDir: cache,
-		Limits: supervisor.Limits{Wall: 3 * time.Second}})
+	e.pool, err = supervisor.New(ctx, testPoolOptions(supervisor.Options{Slots: 2, MaxQueue: 16, Spares: 1, CacheDir: cache,
+		Limits: supervisor.Limits{Wall: 3 * time.Second}}))
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func newEnv(t testing.TB) (*env, error) {
 		epTight:   {MaxHostCalls: 2, HostCallTimeout: 300 * time.Millisecond, MaxEmittedBlocks: 2, MaxEmittedBytes: 200},
 	} {
 		o.Gateway, o.Discovery, o.Pool = e.gw, disc, e.pool
-		svc, err := New(o)
+		svc, err := New(testOptions(o))
 		if err != nil {
 			return nil, err
 		}

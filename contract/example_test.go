@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/contract"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
@@ -34,13 +35,23 @@ func Example() {
 	}
 	defer g.Close()
 	disc, _ := discovery.New(discovery.Options{Catalog: g})
-	pool, err := supervisor.New(ctx, supervisor.Options{Slots: 1, Spares: 1}) // children re-execute this test binary
+	pool, err := supervisor.New(ctx, supervisor.Options{ // children re-execute this test binary
+		Slots: 1, Spares: 1, QueueTimeout: config.DefaultExecutorQueueTimeout, SpareIdle: config.DefaultExecutorSpareIdle,
+		Limits: supervisor.Limits{
+			Wall: config.DefaultExecutorTimeout, CPUTime: config.DefaultExecutorCPUTime,
+			HeapBytes: config.DefaultExecutorMemoryLimitBytes, StackBytes: config.DefaultExecutorMaxStackSizeBytes,
+		},
+	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer pool.Close()
-	svc, err := contract.New(contract.Options{Gateway: g, Discovery: disc, Pool: pool})
+	svc, err := contract.New(contract.Options{Gateway: g, Discovery: disc, Pool: pool,
+		MaxHostCalls: config.DefaultExecuteMaxHostCalls, HostCallTimeout: config.DefaultExecuteHostCallTimeout,
+		MaxEmittedBytes: config.DefaultExecuteMaxEmittedBytes, MaxEmittedBlocks: config.DefaultExecuteMaxEmittedBlocks,
+		MaxCodeBytes: config.ExecuteMaxCodeBytes,
+	})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -21,7 +21,7 @@ func newPoolService(t *testing.T, e *env, popts supervisor.Options, o Options) (
 	t.Helper()
 	cache := filepath.Join(os.TempDir(), "connecta-contract-test-cache")
 	popts.CacheDir = cache
-	pool, err := supervisor.New(context.Background(), popts)
+	pool, err := supervisor.New(context.Background(), testPoolOptions(popts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func newPoolService(t *testing.T, e *env, popts supervisor.Options, o Options) (
 		t.Fatal(err)
 	}
 	o.Gateway, o.Discovery, o.Pool = e.gw, disc, pool
-	svc, err := New(o)
+	svc, err := New(testOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,26 +1,12 @@
 package contract
 
 import (
-	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/supervisor"
 )
 
 // Contract bounds, named as the contract names them (L4, L6, E1, R5, M5,
 // docs/DECISIONS.md "Wire and limits").
 const (
-	// DefaultMaxHostCalls is execute.maxHostCalls: host calls per execution,
-	// shared by search, describe and call (L4).
-	DefaultMaxHostCalls = 20
-	// DefaultHostCallTimeout is execute.hostCallTimeoutMs: one deadline over
-	// catalog resolution, admission and the connector call (L4).
-	DefaultHostCallTimeout = gateway.DefaultCallTimeout
-	// DefaultMaxEmittedBytes and DefaultMaxEmittedBlocks are M5's budgets.
-	DefaultMaxEmittedBytes  = 4000000
-	DefaultMaxEmittedBlocks = 32
-	// DefaultMaxCodeBytes bounds execute_code's code (UTF-8); larger is
-	// invalid_args before admission.
-	DefaultMaxCodeBytes = 128 << 10
-
 	// MaxHostPayloadBytes is L6's bound on a host call's serialized result
 	// (and arguments, which the child checks), defined in package ipc.
 	MaxHostPayloadBytes = supervisor.MaxHostResultBytes

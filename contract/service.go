@@ -88,20 +88,14 @@ func New(opts Options) (*Service, error) {
 	if opts.Gateway == nil || opts.Discovery == nil || opts.Pool == nil {
 		return nil, errors.New("contract: Gateway, Discovery and Pool are required")
 	}
-	if opts.MaxHostCalls <= 0 {
-		opts.MaxHostCalls = DefaultMaxHostCalls
-	}
-	if opts.HostCallTimeout <= 0 {
-		opts.HostCallTimeout = DefaultHostCallTimeout
-	}
-	if opts.MaxEmittedBytes <= 0 {
-		opts.MaxEmittedBytes = DefaultMaxEmittedBytes
-	}
-	if opts.MaxEmittedBlocks <= 0 {
-		opts.MaxEmittedBlocks = DefaultMaxEmittedBlocks
-	}
-	if opts.MaxCodeBytes <= 0 {
-		opts.MaxCodeBytes = DefaultMaxCodeBytes
+	if err := requireOptions("contract", []requiredOption{
+		{opts.MaxHostCalls <= 0, "MaxHostCalls (execute.maxHostCalls)"},
+		{opts.HostCallTimeout <= 0, "HostCallTimeout (execute.hostCallTimeoutMs)"},
+		{opts.MaxEmittedBytes <= 0, "MaxEmittedBytes (execute.maxEmittedBytes)"},
+		{opts.MaxEmittedBlocks <= 0, "MaxEmittedBlocks (execute.maxEmittedBlocks)"},
+		{opts.MaxCodeBytes <= 0, "MaxCodeBytes (config.ExecuteMaxCodeBytes)"},
+	}); err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -366,4 +360,24 @@ func normalizeTitle(t string) string {
 		return t
 	}
 	return jstext.Clamp(t, MaxTitleBytes-len(jstext.Marker))
+}
+
+// requiredOption is one option New refuses to leave zero: package config is
+// the one home of its default.
+type requiredOption struct {
+	zero bool
+	name string
+}
+
+func requireOptions(pkg string, opts []requiredOption) error {
+	var missing []string
+	for _, o := range opts {
+		if o.zero {
+			missing = append(missing, "Options."+o.name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s required", pkg, strings.Join(missing, ", "))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -172,7 +173,7 @@ func TestM1_EmitRejectsEveryInvalidShape(t *testing.T) {
 		{`[{"type":"image","data":"not base64!","mimeType":"image/png"}]`, `block field "data" must be a base64 string`},
 	}
 	for _, c := range cases {
-		col := &emitCollector{maxBytes: DefaultMaxEmittedBytes, maxBlocks: DefaultMaxEmittedBlocks}
+		col := &emitCollector{maxBytes: config.DefaultExecuteMaxEmittedBytes, maxBlocks: config.DefaultExecuteMaxEmittedBlocks}
 		e := col.add(json.RawMessage(c.args))
 		if e == nil || e.Code != gateway.CodeInvalidArgs || e.Retryable || !strings.Contains(e.Message, c.want) {
 			t.Errorf("%s → %+v, want invalid_args containing %q", c.args, e, c.want)
@@ -181,7 +182,7 @@ func TestM1_EmitRejectsEveryInvalidShape(t *testing.T) {
 			t.Errorf("%s: a block was accepted", c.args)
 		}
 	}
-	col := &emitCollector{maxBytes: DefaultMaxEmittedBytes, maxBlocks: DefaultMaxEmittedBlocks}
+	col := &emitCollector{maxBytes: config.DefaultExecuteMaxEmittedBytes, maxBlocks: config.DefaultExecuteMaxEmittedBlocks}
 	for _, ok := range []string{`[{"type":"text","text":"hi"}]`, `[{"type":"image","data":"iVBORw==","mimeType":"image/png"}]`, `[{"mimeType":"audio/wav","data":"UklGRg==","type":"audio"}]`} {
 		if e := col.add(json.RawMessage(ok)); e != nil {
 			t.Errorf("%s refused: %v", ok, e)
@@ -351,7 +352,7 @@ func TestR1_R6_M2_M4_E5_ResponseShapesGolden(t *testing.T) {
 }
 
 func TestR6_NoDiagnosticsIsByteForByteOrdinary(t *testing.T) {
-	in, _ := (&Service{opts: Options{MaxCodeBytes: DefaultMaxCodeBytes}}).decodeInput(json.RawMessage(`{"code":"async () => 1","diagnostics":false}`))
+	in, _ := (&Service{opts: Options{MaxCodeBytes: config.ExecuteMaxCodeBytes}}).decodeInput(json.RawMessage(`{"code":"async () => 1","diagnostics":false}`))
 	if in.diagnostics {
 		t.Fatal("false parsed as true")
 	}
@@ -362,8 +363,8 @@ func TestR6_NoDiagnosticsIsByteForByteOrdinary(t *testing.T) {
 }
 
 func TestL4_CodeOver128KiBIsInvalidArgs(t *testing.T) {
-	s := &Service{opts: Options{MaxCodeBytes: DefaultMaxCodeBytes}}
-	code, _ := json.Marshal(strings.Repeat("x", DefaultMaxCodeBytes+1))
+	s := &Service{opts: Options{MaxCodeBytes: config.ExecuteMaxCodeBytes}}
+	code, _ := json.Marshal(strings.Repeat("x", config.ExecuteMaxCodeBytes+1))
 	_, e := s.decodeInput(json.RawMessage(`{"code":` + string(code) + `}`))
 	if e == nil || e.Code != gateway.CodeInvalidArgs || !strings.Contains(e.Message, "131073 UTF-8 bytes, over the 131072-byte limit") {
 		t.Fatalf("%+v", e)

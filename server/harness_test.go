@@ -52,7 +52,9 @@ func sharedPool(t testing.TB) *supervisor.Pool {
 		cache := filepath.Join(os.TempDir(), "connecta-server-test-cache")
 		_ = os.MkdirAll(cache, 0o700)
 		pool, poolErr = supervisor.New(context.Background(), supervisor.Options{Slots: 2, MaxQueue: 16, Spares: 1, CacheDir: cache,
-			Limits: supervisor.Limits{Wall: 10 * time.Second}})
+			QueueTimeout: config.DefaultExecutorQueueTimeout, SpareIdle: config.DefaultExecutorSpareIdle,
+			Limits: supervisor.Limits{Wall: 10 * time.Second, CPUTime: config.DefaultExecutorCPUTime,
+				HeapBytes: config.DefaultExecutorMemoryLimitBytes, StackBytes: config.DefaultExecutorMaxStackSizeBytes}})
 	})
 	if poolErr != nil {
 		t.Fatalf("executor pool: %v", poolErr)
@@ -464,3 +466,29 @@ const toolsListBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}
 func itoa(n int) string { return strconv.Itoa(n) }
 
 var _ = fmt.Sprintf
+
+// withConfigLimits fills the request limits and host-call deadline a
+// Reloadable leaves zero with config's defaults (Reload requires them; app
+// passes them from the configuration).
+func withConfigLimits(r server.Reloadable) server.Reloadable {
+	q := &r.Requests
+	if q.MaxActive == 0 {
+		q.MaxActive, q.MaxQueue = config.DefaultRequestsMaxActive, config.DefaultRequestsMaxQueue
+	}
+	if q.QueueTimeout == 0 {
+		q.QueueTimeout = config.DefaultRequestsQueueTimeout
+	}
+	if q.RetryAfter == 0 {
+		q.RetryAfter = config.DefaultRequestsRetryAfter
+	}
+	if q.MaxBodyBytes == 0 {
+		q.MaxBodyBytes = config.DefaultRequestsMaxBodyBytes
+	}
+	if q.BodyTimeout == 0 {
+		q.BodyTimeout = config.DefaultRequestsBodyTimeout
+	}
+	if r.HostCallTimeout == 0 {
+		r.HostCallTimeout = config.DefaultExecuteHostCallTimeout
+	}
+	return r
+}

@@ -33,7 +33,7 @@ func TestInbound_ReloadInstallsIssuedTokens(t *testing.T) {
 	}
 	reload := func(in *inbound.Authenticator) {
 		t.Helper()
-		if err := h.srv.Reload(server.Reloadable{Tokens: []server.Token{static}, Inbound: in}); err != nil {
+		if err := h.srv.Reload(withConfigLimits(server.Reloadable{Tokens: []server.Token{static}, Inbound: in})); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,31 +2,17 @@ package server
 
 import (
 	"time"
-
-	"github.com/connecta-dev/connecta/gateway"
 )
 
-// Contract bounds and defaults the server applies (docs/meta-tools.md §1, §2,
-// §4, §7, §12 and §14; docs/DECISIONS.md). Named as the contract names them.
+// Contract bounds the server applies (docs/meta-tools.md §1, §2, §4, §7, §12
+// and §14; docs/DECISIONS.md). Named as the contract names them. The
+// configurable values (requests.*, results.maxInlineBytes, the deadlines)
+// have no defaults here: package config is their one home, and New and
+// Reload refuse a zero.
 const (
-	// docs/meta-tools.md §12 request admission defaults.
-	DefaultMaxActive    = 16
-	DefaultMaxQueue     = 32
-	DefaultQueueTimeout = 5000 * time.Millisecond
-	DefaultRetryAfter   = 1000 * time.Millisecond
-	// docs/meta-tools.md §14 Node maxBodyBytes.
-	DefaultMaxBodyBytes = 10 << 20
 	// maxReloadableBodyBytes is the largest requests.maxBodyBytes config
 	// accepts (1 GiB).
 	maxReloadableBodyBytes = 1 << 30
-	// requests.bodyTimeoutMs (docs/DECISIONS.md).
-	DefaultBodyTimeout = 2000 * time.Millisecond
-	// results.maxInlineBytes (calls.maxResultBytes).
-	DefaultMaxInlineBytes = 50000
-	// execute.hostCallTimeoutMs: call_tool's deadline when timeoutMs is absent.
-	DefaultHostCallTimeout = gateway.DefaultCallTimeout
-	// executor.timeoutMs, the program wall deadline (X1).
-	DefaultExecutionTimeout = 30000 * time.Millisecond
 
 	// docs/meta-tools.md §1: instructions stay within this many characters.
 	MaxInstructionsChars = 1000
@@ -37,9 +23,6 @@ const (
 	// docs/meta-tools.md §1 tools/list cache hint.
 	ToolsListTTLMs = 3600000
 
-	// DefaultShutdownGrace is how long in-flight requests may drain on SIGTERM
-	// (docs/meta-tools.md §14 shutdownTimeoutMs).
-	DefaultShutdownGrace = 10 * time.Second
 	// writeGrace is added on top of admission wait and the longest deadline
 	// when sizing the HTTP write timeout (docs/PITFALLS.md: write timeout).
 	writeGrace = 10 * time.Second

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/connecta-dev/connecta/inbound"
@@ -53,10 +54,11 @@ func (s *Server) Reload(r Reloadable) error {
 		return fmt.Errorf("server: execute_code cannot be added by a reload")
 	}
 	cur := s.settingsNow()
-	next := &settings{tokens: tokens, inbound: r.Inbound, requests: requestDefaults(r.Requests), hostCallTimeout: r.HostCallTimeout, code: r.Code}
-	if next.hostCallTimeout <= 0 {
-		next.hostCallTimeout = DefaultHostCallTimeout
+	requests, err := checkRequests(r.Requests, r.HostCallTimeout <= 0)
+	if err != nil {
+		return err
 	}
+	next := &settings{tokens: tokens, inbound: r.Inbound, requests: requests, hostCallTimeout: r.HostCallTimeout, code: r.Code}
 	if next.code == nil {
 		next.code = cur.code
 	}
@@ -77,25 +79,32 @@ func hashTokens(ts []Token) ([]tokenEntry, error) {
 	return out, nil
 }
 
-// requestDefaults fills zero request limits with the defaults.
-func requestDefaults(r RequestLimits) RequestLimits {
-	if r.MaxActive <= 0 {
-		r.MaxActive = DefaultMaxActive
+// checkRequests refuses zero request limits (and, with extra, the fields
+// the caller checked itself), naming each with its configuration key, and
+// clamps a negative MaxQueue to 0 (fail fast).
+func checkRequests(r RequestLimits, hostCallTimeoutMissing bool, extra ...string) (RequestLimits, error) {
+	var missing []string
+	for _, f := range []struct {
+		zero bool
+		name string
+	}{
+		{r.MaxActive <= 0, "Requests.MaxActive (requests.maxActive)"},
+		{r.QueueTimeout <= 0, "Requests.QueueTimeout (requests.queueTimeoutMs)"},
+		{r.RetryAfter <= 0, "Requests.RetryAfter (requests.retryAfterMs)"},
+		{r.MaxBodyBytes <= 0, "Requests.MaxBodyBytes (requests.maxBodyBytes)"},
+		{r.BodyTimeout <= 0, "Requests.BodyTimeout (requests.bodyTimeoutMs)"},
+		{hostCallTimeoutMissing, "HostCallTimeout (execute.hostCallTimeoutMs)"},
+	} {
+		if f.zero {
+			missing = append(missing, f.name)
+		}
+	}
+	missing = append(missing, extra...)
+	if len(missing) > 0 {
+		return r, fmt.Errorf("server: %s required", strings.Join(missing, ", "))
 	}
 	if r.MaxQueue < 0 {
 		r.MaxQueue = 0
 	}
-	if r.QueueTimeout <= 0 {
-		r.QueueTimeout = DefaultQueueTimeout
-	}
-	if r.RetryAfter <= 0 {
-		r.RetryAfter = DefaultRetryAfter
-	}
-	if r.MaxBodyBytes <= 0 {
-		r.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if r.BodyTimeout <= 0 {
-		r.BodyTimeout = DefaultBodyTimeout
-	}
-	return r
+	return r, nil
 }

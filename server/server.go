@@ -180,17 +180,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	opts.Requests = requestDefaults(opts.Requests)
-	r := &opts.Requests
+	var extra []string
 	if opts.MaxInlineBytes <= 0 {
-		opts.MaxInlineBytes = DefaultMaxInlineBytes
-	}
-	if opts.HostCallTimeout <= 0 {
-		opts.HostCallTimeout = DefaultHostCallTimeout
+		extra = append(extra, "MaxInlineBytes (results.maxInlineBytes)")
 	}
 	if opts.ExecutionTimeout <= 0 {
-		opts.ExecutionTimeout = DefaultExecutionTimeout
+		extra = append(extra, "ExecutionTimeout (executor.timeoutMs)")
 	}
+	var err error
+	if opts.Requests, err = checkRequests(opts.Requests, opts.HostCallTimeout <= 0, extra...); err != nil {
+		return nil, err
+	}
+	r := &opts.Requests
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -64,8 +64,8 @@ func TestCacheDir_UnusableRefusesToBootNamingTheFix(t *testing.T) {
 	if err := os.Chmod(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(context.Background(), Options{CacheDir: dir, Registry: prometheus.NewRegistry(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, err := New(context.Background(), testOptions(Options{CacheDir: dir, Registry: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	if err == nil {
 		t.Fatal("New accepted an unusable cache directory")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/connecta-dev/connecta/supervisor"
 )
@@ -24,7 +25,10 @@ func (greeter) Log(level, text string) {}
 // re-executed: TestMain serves the child) and routes its host calls.
 func ExamplePool() {
 	ctx := context.Background()
-	pool, err := supervisor.New(ctx, supervisor.Options{Slots: 1, Spares: 1})
+	pool, err := supervisor.New(ctx, supervisor.Options{
+		Slots: 1, Spares: 1, QueueTimeout: 5 * time.Second, SpareIdle: 30 * time.Second,
+		Limits: supervisor.Limits{Wall: 30 * time.Second, CPUTime: 250 * time.Millisecond, HeapBytes: 64 << 20, StackBytes: 1 << 20},
+	})
 	if err != nil {
 		fmt.Println(err)
 		return

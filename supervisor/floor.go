@@ -29,7 +29,7 @@ func SpawnFloor(path string, n int) (cpu, wall time.Duration, err error) {
 	if n < 1 {
 		return 0, 0, fmt.Errorf("supervisor: SpawnFloor needs n ≥ 1, not %d", n)
 	}
-	opts := Options{floorExe: path, DisableCache: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+	opts := Options{floorExe: path, DisableCache: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.normalized()
 	m, err := newMetrics(nil)
 	if err != nil {
 		return 0, 0, err

@@ -21,7 +21,7 @@ const orphanParentMarker = "__supervisor_orphan_parent__"
 // and waits to be killed.
 func runOrphanParent(_ []string) int {
 	opts := Options{Slots: 1, Spares: 1, DisableCache: true, ReadyTimeout: time.Minute, testChildArgv: fakeArgv("slow")}
-	p, err := New(context.Background(), opts)
+	p, err := New(context.Background(), testOptions(opts))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/connecta-dev/connecta/ipc"
@@ -15,18 +17,16 @@ import (
 // hosts that check a result before it reaches the pool.
 func HostResultTooLarge(label string) error { return errors.New(ipc.ResultTooLarge(label)) }
 
-// Contract and configuration defaults (docs/DECISIONS.md "executor").
+// The pool's own tuning. The configurable values (slots, queue, spares,
+// limits) have no defaults here: package config is their one home, and New
+// refuses an Options that leaves one of them zero.
 const (
-	DefaultSlots        = 2
-	DefaultMaxQueue     = 32 // Options.MaxQueue has no implicit default: 0 means fail fast
-	DefaultQueueTimeout = 5 * time.Second
-	DefaultWall         = 30 * time.Second
-	DefaultCPUTime      = 250 * time.Millisecond
-	DefaultHeapBytes    = 64 << 20
-	DefaultStackBytes   = 1 << 20
-	// DefaultKillGrace is how long past the wall deadline the parent waits
+	// defaultKillGrace is how long past the wall deadline the parent waits
 	// for the child's own deadline error before killing it.
-	DefaultKillGrace = 250 * time.Millisecond
+	defaultKillGrace = 250 * time.Millisecond
+	// engineHeapBytes is the JS heap the engine's default wasm page cap is
+	// sized for; a larger configured heap raises the cap with it.
+	engineHeapBytes = 64 << 20
 	// cpuGrace is how far past its guest CPU budget a child may go, in
 	// process CPU since the run frame was sent, before the parent kills it
 	// and answers with the engine's budget text. The engine stops a polling
@@ -35,10 +35,7 @@ const (
 	// overshoot by cpuCheckMin × the child's threads.
 	cpuGrace            = 100 * time.Millisecond
 	cpuCheckMin         = 5 * time.Millisecond
-	DefaultReadyTimeout = 10 * time.Second
-	// DefaultSpareIdle is how long a spare above Options.Spares may sit
-	// unused before it is discarded.
-	DefaultSpareIdle = 30 * time.Second
+	defaultReadyTimeout = 10 * time.Second
 
 	// MaxLogChars is the joined-log prefix kept for failures (R5, X4).
 	MaxLogChars = ipc.MaxRetainedLogChars
@@ -64,23 +61,24 @@ const (
 	maxBackoff  = 5 * time.Second
 )
 
-// Options configure a Pool. Zero fields take the defaults above, except
-// MaxQueue (0 = fail fast when every slot is busy, as in the config file).
+// Options configure a Pool. Slots, QueueTimeout, SpareIdle and every field
+// of Limits are required (package config holds their defaults); MaxQueue 0
+// means fail fast when every slot is busy, as in the config file.
 type Options struct {
-	Slots        int           // concurrent executions (L7); 0 → DefaultSlots
-	MaxQueue     int           // FIFO admission waiters; 0 = none (fail fast); config default DefaultMaxQueue
-	QueueTimeout time.Duration // admission wait, also retryAfterMs; 0 → DefaultQueueTimeout
+	Slots        int           // concurrent executions (L7); required
+	MaxQueue     int           // FIFO admission waiters; 0 = none (fail fast)
+	QueueTimeout time.Duration // admission wait, also retryAfterMs; required
 	// Spares is the minimum of warm children kept ready (0 = none). After a
 	// miss (a run found none ready) the pool keeps one more, up to
 	// MaxSpares (below Spares → Spares: no growth); a spare above Spares
-	// that sat unused for SpareIdle (0 → DefaultSpareIdle) is discarded.
+	// that sat unused for SpareIdle (required) is discarded.
 	// With MaxSpares 0 every run spawns its own child. A taken spare is
 	// replaced at once.
 	Spares    int
 	MaxSpares int
 	SpareIdle time.Duration
 
-	Limits Limits // per-run defaults; zero fields → contract defaults
+	Limits Limits // per-run defaults; every field required
 	// MemoryLimitBytes caps wasm linear memory, fixed when a child's runtime
 	// is built (so it is set at spawn); 0 → the engine's default.
 	MemoryLimitBytes uint64
@@ -93,8 +91,8 @@ type Options struct {
 	// DisableCache compiles in every child, never touching the disk.
 	DisableCache bool
 
-	KillGrace    time.Duration // past the wall deadline; 0 → DefaultKillGrace
-	ReadyTimeout time.Duration // spawn → ready; 0 → DefaultReadyTimeout
+	KillGrace    time.Duration // past the wall deadline; 0 → 250 ms
+	ReadyTimeout time.Duration // spawn → ready; 0 → 10 s
 
 	// Namespaces gives each child fresh network, IPC and mount namespaces
 	// (CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWNS). Off by default: it costs
@@ -112,8 +110,7 @@ type Options struct {
 	floorExe string
 }
 
-// Limits bound one run. Zero fields take the pool's (then the contract's)
-// defaults.
+// Limits bound one run. In a Job, zero fields take the pool's.
 type Limits struct {
 	Wall       time.Duration // wall deadline including host waits (L3)
 	CPUTime    time.Duration // guest CPU (L5)
@@ -145,32 +142,49 @@ type Host interface {
 	Log(level, text string)
 }
 
-func (o Options) withDefaults() Options {
-	if o.Slots <= 0 {
-		o.Slots = DefaultSlots
+// check refuses an Options that leaves a required value zero, naming the
+// field and the configuration key it comes from.
+func (o Options) check() error {
+	var missing []string
+	for _, f := range []struct {
+		zero bool
+		name string
+	}{
+		{o.Slots <= 0, "Slots (executor.concurrency)"},
+		{o.QueueTimeout <= 0, "QueueTimeout (executor.queueTimeoutMs)"},
+		{o.SpareIdle <= 0, "SpareIdle (executor.spareIdleMs)"},
+		{o.Limits.Wall <= 0, "Limits.Wall (executor.timeoutMs)"},
+		{o.Limits.CPUTime <= 0, "Limits.CPUTime (executor.cpuTimeMs)"},
+		{o.Limits.HeapBytes == 0, "Limits.HeapBytes (executor.memoryLimitBytes)"},
+		{o.Limits.StackBytes == 0, "Limits.StackBytes (executor.maxStackSizeBytes)"},
+	} {
+		if f.zero {
+			missing = append(missing, f.name)
+		}
 	}
+	if len(missing) > 0 {
+		return fmt.Errorf("supervisor: Options.%s required", strings.Join(missing, ", Options."))
+	}
+	return nil
+}
+
+// normalized fills the pool's own tuning (not configuration) and clamps.
+func (o Options) normalized() Options {
 	if o.MaxQueue < 0 {
 		o.MaxQueue = 0
 	}
-	if o.QueueTimeout <= 0 {
-		o.QueueTimeout = DefaultQueueTimeout
-	}
 	o.Spares = max(o.Spares, 0)
 	o.MaxSpares = max(o.MaxSpares, o.Spares)
-	if o.SpareIdle <= 0 {
-		o.SpareIdle = DefaultSpareIdle
-	}
-	o.Limits = o.Limits.or(Limits{Wall: DefaultWall, CPUTime: DefaultCPUTime, HeapBytes: DefaultHeapBytes, StackBytes: DefaultStackBytes})
-	if o.MemoryLimitBytes == 0 && o.Limits.HeapBytes > DefaultHeapBytes {
+	if o.MemoryLimitBytes == 0 && o.Limits.HeapBytes > engineHeapBytes {
 		// The engine's default page cap is sized for the default heap; a
 		// larger configured heap needs its backstop raised with it.
 		o.MemoryLimitBytes = o.Limits.HeapBytes + wasmMemoryHeadroom
 	}
 	if o.KillGrace <= 0 {
-		o.KillGrace = DefaultKillGrace
+		o.KillGrace = defaultKillGrace
 	}
 	if o.ReadyTimeout <= 0 {
-		o.ReadyTimeout = DefaultReadyTimeout
+		o.ReadyTimeout = defaultReadyTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -62,7 +62,10 @@ type Pool struct {
 // New starts a pool: it warms the compilation cache with one child (ctx
 // bounds that), then starts Spares warm children. The pool lives until Close.
 func New(ctx context.Context, opts Options) (*Pool, error) {
-	opts = opts.withDefaults()
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	opts = opts.normalized()
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
 		return nil, err

@@ -44,7 +44,7 @@ func newRealPool(tb testing.TB, opts Options) (*Pool, *logBuf) {
 	}
 	lb := &logBuf{}
 	opts.Logger = slog.New(slog.NewTextHandler(lb, nil))
-	p, err := New(context.Background(), opts)
+	p, err := New(context.Background(), testOptions(opts))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 func snapshotPool(t *testing.T, dir string) (*Pool, *logBuf) {
 	t.Helper()
 	lb := &logBuf{}
-	p, err := New(context.Background(), Options{Slots: 1, Spares: 1, CacheDir: dir,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(lb, nil))})
+	p, err := New(context.Background(), testOptions(Options{Slots: 1, Spares: 1, CacheDir: dir,
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(lb, nil))}))
 	if err != nil {
 		t.Fatal(err)
 	}

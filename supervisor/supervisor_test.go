@@ -123,7 +123,7 @@ func newFakePool(t *testing.T, opts Options, startup string) *fakePool {
 	opts.Registry = reg
 	lb := &logBuf{}
 	opts.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := New(context.Background(), opts)
+	p, err := New(context.Background(), testOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,8 +602,12 @@ func TestRun_ProgramTooLargeForAFrame(t *testing.T) {
 
 func TestSpares_DeathBeforeReadyBacksOff(t *testing.T) {
 	p := newFakePool(t, Options{Slots: 1}, "die")
-	waitFor(t, func() bool { return counter(t, p.m.crashes.WithLabelValues("startup")) >= 3 })
-	if !strings.Contains(p.logs.String(), "sandbox child failed before ready") || !strings.Contains(p.logs.String(), "backoff=400ms") {
+	// The third crash is counted before its log line is written: wait for
+	// the line itself, not only the counter.
+	waitFor(t, func() bool {
+		return counter(t, p.m.crashes.WithLabelValues("startup")) >= 3 && strings.Contains(p.logs.String(), "backoff=400ms")
+	})
+	if !strings.Contains(p.logs.String(), "sandbox child failed before ready") {
 		t.Fatalf("logs:\n%s", p.logs.String())
 	}
 	if !strings.Contains(p.logs.String(), "dying before ready") {

@@ -20,7 +20,7 @@ import (
 
 // Operational constants of the binary.
 const (
-	shutdownGrace     = server.DefaultShutdownGrace
+	shutdownGrace     = config.ShutdownGrace
 	executorCloseWait = 2 * time.Second // for executor_closed responses to flush
 )
 

@@ -17,8 +17,9 @@ import (
 	"github.com/connecta-dev/connecta/vault"
 )
 
-// maxCredentialBytes bounds a credential read from standard input.
-const maxCredentialBytes = 64 << 10
+// maxCredentialBytes bounds a credential read from standard input: the
+// vault's one bound, which the console applies too.
+const maxCredentialBytes = vault.MaxCredentialBytes
 
 // cliTimeout bounds one store-writing command, boot retry included.
 const cliTimeout = 2 * time.Minute

@@ -231,8 +231,10 @@ func (r *runtime) CompileModule(ctx context.Context, binary []byte) (CompiledMod
 		return nil, err
 	}
 
+	// experimental.WithImmutableBinary: bodies are sliced, the ID is from sum.
+	sum, immutable := ctx.Value(expctxkeys.ImmutableBinary{}).([32]byte)
 	internal, err := binaryformat.DecodeModule(binary, r.enabledFeatures,
-		r.memoryLimitPages, r.memoryCapacityFromMax, !r.dwarfDisabled, r.storeCustomSections)
+		r.memoryLimitPages, r.memoryCapacityFromMax, !r.dwarfDisabled, r.storeCustomSections, immutable)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +271,11 @@ func (r *runtime) CompileModule(ctx context.Context, binary []byte) (CompiledMod
 	if err != nil {
 		return nil, err
 	}
-	internal.AssignModuleID(binary, listeners, r.ensureTermination)
+	idInput := binary
+	if immutable {
+		idInput = append([]byte("sha256:"), sum[:]...)
+	}
+	internal.AssignModuleID(idInput, listeners, r.ensureTermination)
 	if trusted {
 		if loaded, err := loader.LoadCompiledModule(internal, listeners, r.ensureTermination); err != nil {
 			return nil, err

@@ -23,3 +23,18 @@ import (
 func WithTrustedCompilationCache(ctx context.Context) context.Context {
 	return context.WithValue(ctx, expctxkeys.TrustedCompilationCache{}, struct{}{})
 }
+
+// WithImmutableBinary tells Runtime.CompileModule, called with the returned
+// context, that the binary passed to it is never modified (for example, one
+// embedded in the program) and that sum is its SHA-256. Function bodies are
+// then sliced from the binary instead of copied, and the module ID (the
+// compilation cache's key) is derived from sum instead of by hashing the
+// binary. The ID differs from the one computed without this option, so a
+// module is cached once for each way it is compiled.
+//
+// A wrong sum makes the cache serve code compiled from another binary: use
+// it only with a digest checked against the binary (a committed checksum
+// and a test that compares them).
+func WithImmutableBinary(ctx context.Context, sum [32]byte) context.Context {
+	return context.WithValue(ctx, expctxkeys.ImmutableBinary{}, sum)
+}

@@ -152,9 +152,11 @@ func (e *engine) getCompiledModuleFromCache(module *wasm.Module, trusted bool) (
 	// Note: cached.Close is ensured to be called in deserializeCodes.
 	// Buffered: the entry is read in small fields (8 bytes per function
 	// offset), one system call each when read straight from the file.
-	var reader io.ReadCloser = bufferedReadCloser{bufio.NewReaderSize(cached, 64<<10), cached}
+	var reader io.ReadCloser
 	if f, ok := cached.(*os.File); ok && trusted {
 		reader = &mappableCacheFile{Reader: bufio.NewReaderSize(f, 64<<10), f: f}
+	} else {
+		reader = bufferedReadCloser{bufio.NewReaderSize(cached, 64<<10), cached}
 	}
 	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, reader)
 	if err != nil {

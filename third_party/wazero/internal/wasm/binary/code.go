@@ -10,7 +10,9 @@ import (
 	"github.com/tetratelabs/wazero/internal/wasm"
 )
 
-func decodeCode(r *bytes.Reader, codeSectionStart uint64, ret *wasm.Code) (err error) {
+// decodeCode decodes one function; with src (the binary r reads), the body
+// is a slice of src instead of a copy.
+func decodeCode(r *bytes.Reader, codeSectionStart uint64, ret *wasm.Code, src []byte) (err error) {
 	ss, _, err := leb128.DecodeUint32(r)
 	if err != nil {
 		return fmt.Errorf("get the size of code: %w", err)
@@ -108,9 +110,18 @@ func decodeCode(r *bytes.Reader, codeSectionStart uint64, ret *wasm.Code) (err e
 	}
 
 	bodyOffsetInCodeSection := codeSectionStart - uint64(r.Len())
-	body := make([]byte, remaining)
-	if _, err = io.ReadFull(r, body); err != nil {
-		return fmt.Errorf("read body: %w", err)
+	var body []byte
+	if at := len(src) - r.Len(); src != nil && remaining >= 0 && remaining <= int64(r.Len()) {
+		end := at + int(remaining)
+		body = src[at:end:end]
+		if _, err = r.Seek(remaining, io.SeekCurrent); err != nil {
+			return err
+		}
+	} else {
+		body = make([]byte, remaining)
+		if _, err = io.ReadFull(r, body); err != nil {
+			return fmt.Errorf("read body: %w", err)
+		}
 	}
 
 	if endIndex := len(body) - 1; endIndex < 0 || body[endIndex] != wasm.OpcodeEnd {

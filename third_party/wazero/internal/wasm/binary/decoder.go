@@ -16,12 +16,15 @@ import (
 
 // DecodeModule implements wasm.DecodeModule for the WebAssembly 1.0 (20191205) Binary Format
 // See https://www.w3.org/TR/2019/REC-wasm-core-1-20191205/#binary-format%E2%91%A0
+//
+// With aliasBodies, function bodies are slices of binary instead of copies:
+// the caller must not modify binary while the module is in use.
 func DecodeModule(
 	binary []byte,
 	enabledFeatures api.CoreFeatures,
 	memoryLimitPages uint32,
 	memoryCapacityFromMax,
-	dwarfEnabled, storeCustomSections bool,
+	dwarfEnabled, storeCustomSections, aliasBodies bool,
 ) (*wasm.Module, error) {
 	r := bytes.NewReader(binary)
 
@@ -140,7 +143,11 @@ func DecodeModule(
 		case wasm.SectionIDElement:
 			m.ElementSection, err = decodeElementSection(r, enabledFeatures)
 		case wasm.SectionIDCode:
-			m.CodeSection, err = decodeCodeSection(r)
+			var src []byte
+			if aliasBodies {
+				src = binary
+			}
+			m.CodeSection, err = decodeCodeSection(r, src)
 		case wasm.SectionIDData:
 			m.DataSection, err = decodeDataSection(r, enabledFeatures)
 		case wasm.SectionIDDataCount:

@@ -242,7 +242,7 @@ func decodeElementSection(r *bytes.Reader, enabledFeatures api.CoreFeatures) ([]
 	return result, nil
 }
 
-func decodeCodeSection(r *bytes.Reader) ([]wasm.Code, error) {
+func decodeCodeSection(r *bytes.Reader, src []byte) ([]wasm.Code, error) {
 	codeSectionStart := uint64(r.Len())
 	vs, _, err := leb128.DecodeUint32(r)
 	if err != nil {
@@ -251,7 +251,7 @@ func decodeCodeSection(r *bytes.Reader) ([]wasm.Code, error) {
 
 	result := make([]wasm.Code, vs)
 	for i := uint32(0); i < vs; i++ {
-		err = decodeCode(r, codeSectionStart, &result[i])
+		err = decodeCode(r, codeSectionStart, &result[i], src)
 		if err != nil {
 			return nil, fmt.Errorf("read %d-th code segment: %v", i, err)
 		}
