@@ -267,10 +267,13 @@ func Digest(secret string) string {
 }
 
 // NormalizeName collapses runs of whitespace, trims, and checks the bounds.
+// Markup (< or >) is refused: a name is shown in the console and in logs,
+// and although every page escapes it, a name that looks like markup is a
+// mistake or a probe.
 func NormalizeName(name string) (string, error) {
 	name = strings.Join(strings.Fields(name), " ")
 	if name == "" || utf8.RuneCountInString(name) > MaxNameRunes || !utf8.ValidString(name) ||
-		strings.ContainsFunc(name, unicode.IsControl) {
+		strings.ContainsFunc(name, unicode.IsControl) || strings.ContainsAny(name, "<>") {
 		return "", ErrInvalidName
 	}
 	return name, nil

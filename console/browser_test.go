@@ -218,12 +218,14 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	// Issue a token; its secret is on the answer page only.
 	b.open("/operator/tokens")
 	b.labelled()
-	b.typeAndEnter(`#name`, "laptop <i>1</i>") // by keyboard
+	b.typeAndEnter(`#name`, "laptop <i>1</i>") // by keyboard; markup is refused
+	mustContain(t, "markup name", b.html(), "Refused: an access token name", "Nothing was changed")
+	b.typeAndEnter(`#name`, `laptop "1" & co`)
 	secret := run(b, chromedp.Value(chromedp.CSS(`#secret`)))
 	if !strings.HasPrefix(secret, "cta_") {
 		t.Fatalf("secret %q", secret)
 	}
-	mustContain(t, "issued", b.html(), "laptop &lt;i&gt;1&lt;/i&gt;")
+	mustContain(t, "issued", b.html(), `laptop "1" &amp; co`)
 
 	// The keyed connector has no credential yet: auth_required, and
 	// authorize_connector points at the console's Credentials page.
@@ -263,7 +265,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.open("/operator/activity")
 	b.labelled()
 	page = b.html()
-	mustContain(t, "activity", page, "keyed.whoami", "success", "error", "auth_required", "laptop &lt;i&gt;1&lt;/i&gt;")
+	mustContain(t, "activity", page, "keyed.whoami", "success", "error", "auth_required", `laptop "1" &amp; co`)
 	if strings.Index(page, "success") > strings.Index(page, "auth_required") {
 		t.Fatal("activity is not newest first")
 	}

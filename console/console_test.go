@@ -66,6 +66,12 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		t.Fatalf("bob: %d cookie=%q %s", status, bob.cookie, page)
 	}
 
+	// alice denies the consent: a clear page, no session.
+	denied, status, page := h.signInAt(ctx, "alice", h.base, false)
+	if status != http.StatusForbidden || denied.cookie != "" || !strings.Contains(page, "refused the sign-in (access_denied)") {
+		t.Fatalf("denied: %d cookie=%q %s", status, denied.cookie, page)
+	}
+
 	op, status, _ := h.signIn(ctx, "alice")
 	if status != http.StatusSeeOther || op.cookie == "" {
 		t.Fatalf("alice: %d", status)
@@ -96,10 +102,18 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		t.Fatalf("refused posts created tokens: %d → %d", before, n)
 	}
 
-	// A token name with markup is stored as text and escaped on the page;
-	// the secret is in the POST's answer only.
+	// A token name with markup is refused, nothing created.
 	status, page = op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {`<script>alert(1)</script>`}}, "")
-	if status != http.StatusOK || strings.Contains(page, "<script>") || !strings.Contains(page, "&lt;script&gt;") || !strings.Contains(page, `id="secret"`) {
+	if status != http.StatusBadRequest || strings.Contains(page, "<script>") || !strings.Contains(page, "Nothing was changed") || strings.Contains(page, `id="secret"`) {
+		t.Fatalf("markup name: %d %s", status, page)
+	}
+	if n := tokenCount(t, h); n != before {
+		t.Fatal("a name with markup created a token")
+	}
+	// Other caller-authored text (quotes, ampersands) is escaped; the
+	// secret is in the POST's answer only.
+	status, page = op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {`ci "a&b" 'x'`}}, "")
+	if status != http.StatusOK || !strings.Contains(page, "ci &#34;a&amp;b&#34; &#39;x&#39;") || !strings.Contains(page, `id="secret"`) {
 		t.Fatalf("issue: %d %s", status, page)
 	}
 	if _, list := op.get("/operator/tokens"); strings.Contains(list, "cta_") {
@@ -299,10 +313,13 @@ func TestConsole_ActivityPages(t *testing.T) {
 		t.Fatalf("issue %d", status)
 	}
 	list, _ := h.app.Store().ListTokens(ctx)
-	if status, _ := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {`ci "<img src=x>"`}}, ""); status != http.StatusSeeOther {
+	if status, page := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {`ci "<img src=x>"`}}, ""); status != http.StatusBadRequest || !strings.Contains(page, "Nothing was changed") {
+		t.Fatalf("rename with markup %d", status)
+	}
+	if status, _ := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {`ci & "nightly"`}}, ""); status != http.StatusSeeOther {
 		t.Fatalf("rename %d", status)
 	}
-	if _, page = op.get("/operator/tokens"); strings.Contains(page, "<img") || !strings.Contains(page, "&lt;img src=x&gt;") {
+	if _, page = op.get("/operator/tokens"); !strings.Contains(page, "ci &amp; &#34;nightly&#34;") {
 		t.Fatalf("renamed token:\n%s", page)
 	}
 	if status, page := op.post("/operator/tokens/"+list[0].ID+"/rename", url.Values{"csrf": {csrf}, "name": {strings.Repeat("n", 81)}}, ""); status != http.StatusBadRequest || !strings.Contains(page, "Nothing was changed") {

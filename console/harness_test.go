@@ -41,15 +41,15 @@ const (
 // `credential` connector) and one protected by the provider ("tracker", an
 // OAuth connector).
 type harness struct {
-	t      *testing.T
-	base   string
-	p      *oidctest.Provider
-	app    *app.App
-	rs     *oidctest.ProtectedServer
-	keyed  atomic.Int64 // calls the keyed server ran
-	yaml   string       // the configuration (its listen address is the first replica's)
-	env    map[string]string
-	logs   *syncBuffer  // everything connecta logged, at debug level
+	t     *testing.T
+	base  string
+	p     *oidctest.Provider
+	app   *app.App
+	rs    *oidctest.ProtectedServer
+	keyed atomic.Int64 // calls the keyed server ran
+	yaml  string       // the configuration (its listen address is the first replica's)
+	env   map[string]string
+	logs  *syncBuffer // everything connecta logged, at debug level
 }
 
 func startHarness(t *testing.T) *harness {
@@ -211,13 +211,19 @@ var continueLink = regexp.MustCompile(`id="continue" href="([^"]+)"`)
 
 func (h *harness) signIn(ctx context.Context, account string) (*operator, int, string) {
 	h.t.Helper()
-	return h.signInVia(ctx, account, h.base)
+	return h.signInAt(ctx, account, h.base, true)
+}
+
+func (h *harness) signInVia(ctx context.Context, account, base string) (*operator, int, string) {
+	h.t.Helper()
+	return h.signInAt(ctx, account, base, true)
 }
 
 // signInVia starts the sign-in on the first replica and sends the
 // provider's redirect to the callback at base (another replica behind the
 // same publicUrl).
-func (h *harness) signInVia(ctx context.Context, account, base string) (*operator, int, string) {
+// (allow false: the person denies the consent.)
+func (h *harness) signInAt(ctx context.Context, account, base string, allow bool) (*operator, int, string) {
 	h.t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -232,7 +238,7 @@ func (h *harness) signInVia(ctx context.Context, account, base string) (*operato
 		h.t.Fatalf("sign-in page has no link: %s", page)
 	}
 	signin := cookieValue(res, "__Host-connecta-signin")
-	back, err := h.p.Authorize(ctx, c, html.UnescapeString(m[1]), account, true)
+	back, err := h.p.Authorize(ctx, c, html.UnescapeString(m[1]), account, allow)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -159,8 +159,12 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ck, err := r.Cookie(signinCookie)
 	clearCookie(w, signinCookie) // one callback per sign-in
-	if q.Get("error") != "" {
-		c.fail(w, r, http.StatusForbidden, "Sign-in refused", "The identity provider refused the sign-in ("+clipText(q.Get("error"))+").")
+	if e := q.Get("error"); e != "" {
+		// Only an RFC 6749 error code is echoed, never free text from the URL.
+		if !isErrorCode(e) {
+			e = "unknown error"
+		}
+		c.fail(w, r, http.StatusForbidden, "Sign-in refused", "The identity provider refused the sign-in ("+e+").")
 		return
 	}
 	parts := []string{}
@@ -371,4 +375,18 @@ func originOf(raw string) string {
 		rest = rest[:j]
 	}
 	return raw[:i+3] + rest
+}
+
+// isErrorCode: the shape of an OAuth error code (RFC 6749 §4.1.2.1), as far
+// as the page echoes one.
+func isErrorCode(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return true
 }

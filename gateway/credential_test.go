@@ -89,4 +89,3 @@ func TestCredential_MissingIsOperatorConfig(t *testing.T) {
 		t.Fatal("a credential connector without a source was accepted")
 	}
 }
-

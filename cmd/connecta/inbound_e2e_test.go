@@ -343,6 +343,34 @@ connectors:
 			t.Errorf("%s: revoked_token rejections %d", addr, n)
 		}
 	}
+
+	// The store down: an issued token cannot be checked — 503, not 401.
+	code, out, errs = runCLI("token", "create", "CI", "--config", path)
+	second := secretLine.FindStringSubmatch(out)
+	if code != 0 || second == nil {
+		t.Fatalf("token create: exit %d\n%s%s", code, out, errs)
+	}
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	res, body := post(t, "http://"+addrs[0]+"/mcp", "Bearer "+second[1])
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || rejections(t, "http://"+addrs[0], "store_unavailable") != 1 {
+		t.Errorf("store down: HTTP %d %v (Retry-After %q)", res.StatusCode, body, res.Header.Get("Retry-After"))
+	}
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, _ := post(t, "http://"+addrs[0]+"/mcp", "Bearer "+second[1])
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the store came back: HTTP %d", res.StatusCode)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // TestTokenCLI_RefusesMemoryAndNeedsAccessTokens: the CLI writes only a
