@@ -135,6 +135,31 @@ func (b *browser) labelled() {
 	}
 }
 
+// contrastJS lists the elements whose own text has a contrast ratio under
+// 4.5:1 (WCAG AA) against the first opaque background behind them.
+const contrastJS = `(() => {
+  const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const bg = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3); } return [255, 255, 255]; };
+  const out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    if (![...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+    const r = e.getBoundingClientRect(); if (!r.width || !r.height) continue;
+    const a = lum(rgb(getComputedStyle(e).color).slice(0, 3)), z = lum(bg(e));
+    const ratio = (Math.max(a, z) + 0.05) / (Math.min(a, z) + 0.05);
+    if (ratio < 4.5) out.push(e.tagName + " " + ratio.toFixed(2) + " " + e.textContent.trim().slice(0, 40));
+  }
+  return out;
+})()`
+
+// readable checks every visible text's contrast on the current page.
+func (b *browser) readable() {
+	b.t.Helper()
+	if low := run(b, chromedp.Evaluate[[]string](contrastJS)); len(low) > 0 {
+		b.t.Fatalf("%s: text under 4.5:1 contrast: %v", b.location(), low)
+	}
+}
+
 func (b *browser) navigating(what string, action chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	run(b, chromedp.Evaluate[bool](`window.__stale = true`))
@@ -218,6 +243,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	// Issue a token; its secret is on the answer page only.
 	b.open("/operator/tokens")
 	b.labelled()
+	b.readable()
 	b.typeAndEnter(`#name`, "laptop <i>1</i>") // by keyboard; markup is refused
 	mustContain(t, "markup name", b.html(), "Refused: an access token name", "Nothing was changed")
 	b.typeAndEnter(`#name`, `laptop "1" & co`)
@@ -242,6 +268,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	// Set the credential in the browser; the test lists the tools; calls work.
 	b.open("/operator/credentials")
 	b.labelled()
+	b.readable()
 	b.do(chromedp.SendKeys(chromedp.CSS(`#value-keyed`), keyedSecret))
 	b.submit(`form[action="/operator/credentials/keyed"] button`)
 	page = b.html()
@@ -264,6 +291,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	// The calls are on the activity page, newest first, under the token's name.
 	b.open("/operator/activity")
 	b.labelled()
+	b.readable()
 	page = b.html()
 	mustContain(t, "activity", page, "keyed.whoami", "success", "error", "auth_required", `laptop "1" &amp; co`)
 	if strings.Index(page, "success") > strings.Index(page, "auth_required") {
@@ -298,11 +326,13 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	page = b.html()
 	mustContain(t, "connections after oauth", page, ">connected<", `/operator/connections/tracker/revoke`)
 	b.labelled()
+	b.readable()
 	b.screenshot("connections")
 
 	// Every mutation is on the audit page.
 	b.open("/operator/audit")
 	b.labelled()
+	b.readable()
 	mustContain(t, "audit", b.html(), "session.signin", "token.create", "credential.set", "token.revoke", "oauth.flow_started", "oauth.granted", "oidc:alice")
 	b.screenshot("audit")
 
