@@ -163,22 +163,22 @@ func (h *host) discover(ctx context.Context, function string, list []json.RawMes
 	defer cancel()
 	d := h.svc.opts.Discovery
 	var page json.RawMessage
-	var err error
+	var gerr *gateway.Error // the concrete type throughout: no typed nil in an error
 	if function == opSearch {
 		var p discovery.SearchParams
-		if p, err = discovery.DecodeSearchArgs(opts); err == nil {
-			page, err = d.Search(ctx, gateway.FrontDoorProgram, p)
+		if p, gerr = discovery.DecodeSearchArgs(opts); gerr == nil {
+			page, gerr = d.Search(ctx, gateway.FrontDoorProgram, p)
 		}
 	} else {
 		var p discovery.DescribeParams
-		if p, err = discovery.DecodeDescribeArgs(opts); err == nil {
-			page, err = d.Describe(ctx, gateway.FrontDoorProgram, p)
+		if p, gerr = discovery.DecodeDescribeArgs(opts); gerr == nil {
+			page, gerr = d.Describe(ctx, gateway.FrontDoorProgram, p)
 		}
 	}
 	elapsed := time.Since(start)
-	if err != nil {
+	if gerr != nil {
 		h.diag.record(function, true, elapsed, elapsed, 0, 0) // discovery time is catalog time (R7)
-		return nil, h.reject(h.discoveryError(ctx, function, err))
+		return nil, h.reject(gerr)
 	}
 	if len(page) > MaxHostPayloadBytes {
 		h.diag.record(function, true, elapsed, elapsed, 0, 0)
@@ -186,19 +186,4 @@ func (h *host) discover(ctx context.Context, function string, list []json.RawMes
 	}
 	h.diag.record(function, false, elapsed, elapsed, 0, len(page))
 	return page, nil
-}
-
-// discoveryError types whatever discovery returned.
-func (h *host) discoveryError(ctx context.Context, function string, err error) *gateway.Error {
-	var ge *gateway.Error
-	if errors.As(err, &ge) {
-		return ge
-	}
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return gateway.Errorf(gateway.CodeTimeout, true, "connecta.%s timed out after %dms", function, h.svc.opts.HostCallTimeout.Milliseconds())
-	case ctx.Err() != nil:
-		return gateway.Errorf(gateway.CodeCancelled, false, "connecta.%s was cancelled because the execution ended", function)
-	}
-	return gateway.Errorf(gateway.CodeResultProcessingFailed, false, "connecta.%s failed: %s", function, err.Error())
 }

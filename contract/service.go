@@ -36,12 +36,12 @@ type Gateway interface {
 // Discovery serves connecta.search and connecta.describe
 // (*discovery.Service).
 type Discovery interface {
-	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, error)
-	Describe(ctx context.Context, front gateway.FrontDoor, p discovery.DescribeParams) (json.RawMessage, error)
+	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, *gateway.Error)
+	Describe(ctx context.Context, front gateway.FrontDoor, p discovery.DescribeParams) (json.RawMessage, *gateway.Error)
 }
 
-// Options configure a Service. Zero numeric fields take the contract
-// defaults.
+// Options configure a Service. The numeric bounds are required (package
+// config holds their defaults); New refuses a zero.
 type Options struct {
 	Gateway   Gateway
 	Discovery Discovery

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
@@ -14,13 +13,13 @@ import (
 // measures the complete tool result — both copies, JSON escaping included —
 // against the 256,000-byte bound (S3).
 func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	params, err := discovery.DecodeSearchArgs(req.Params.Arguments)
-	if err != nil {
-		return discoveryFailure(err), nil
+	params, gerr := discovery.DecodeSearchArgs(req.Params.Arguments)
+	if gerr != nil {
+		return failureResult(gerr), nil
 	}
-	page, err := s.opts.Discovery.Search(ctx, gateway.FrontDoorTopLevel, params)
-	if err != nil {
-		return discoveryFailure(err), nil
+	page, gerr := s.opts.Discovery.Search(ctx, gateway.FrontDoorTopLevel, params)
+	if gerr != nil {
+		return failureResult(gerr), nil
 	}
 	// The complete tool result is ours to measure (S3 at the top level):
 	// discovery bounded the page, this bounds both copies as the SDK writes
@@ -34,14 +33,4 @@ func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp
 		return failureResult(discovery.SearchResultTooLarge(n)), nil
 	}
 	return res, nil
-}
-
-// discoveryFailure renders a discovery error in the typed envelope; an
-// error discovery did not type is result_processing_failed.
-func discoveryFailure(err error) *mcp.CallToolResult {
-	var gerr *gateway.Error
-	if !errors.As(err, &gerr) {
-		gerr = gateway.Errorf(gateway.CodeResultProcessingFailed, false, "search_tools failed: %s", err.Error())
-	}
-	return failureResult(gerr)
 }

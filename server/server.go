@@ -46,7 +46,7 @@ type Gateway interface {
 // Discovery is the catalog search service (gateway/discovery) with the front
 // door as a parameter: the top level gets the grouped page.
 type Discovery interface {
-	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, error)
+	Search(ctx context.Context, front gateway.FrontDoor, p discovery.SearchParams) (json.RawMessage, *gateway.Error)
 }
 
 // OAuthFlows is package oauth's Manager as the server uses it.

@@ -33,7 +33,7 @@ func resolvedAddress(connectors []gateway.ConnectorInfo, address string) (c *gat
 // error and typed errorDetails, never a failed call. front keys the misses'
 // recovery (function "connecta.search" for programs, tool "search_tools" at
 // the top level).
-func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p DescribeParams) (json.RawMessage, error) {
+func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p DescribeParams) (json.RawMessage, *gateway.Error) {
 	if e := p.validate(); e != nil {
 		return nil, e
 	}
@@ -103,7 +103,7 @@ func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p Descr
 	}
 	body, err := gateway.Object{{Key: "tools", Value: entries}}.MarshalJSON()
 	if err != nil {
-		return nil, err
+		return nil, unserializable("describe", err)
 	}
 	if len(body) > MaxResultBytes {
 		return nil, resultTooLarge(len(body), describeTooLargeHint)

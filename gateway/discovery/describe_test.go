@@ -12,7 +12,7 @@ import (
 	"github.com/connecta-dev/connecta/jstext"
 )
 
-func describe(t testing.TB, s *Service, front gateway.FrontDoor, args string) (json.RawMessage, error) {
+func describe(t testing.TB, s *Service, front gateway.FrontDoor, args string) (json.RawMessage, *gateway.Error) {
 	t.Helper()
 	p, err := DecodeDescribeArgs(json.RawMessage(args))
 	if err != nil {

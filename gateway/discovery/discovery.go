@@ -125,3 +125,10 @@ func routeName(front gateway.FrontDoor, describe bool) string {
 	}
 	return "search_tools"
 }
+
+// unserializable is the failure of a page that could not be encoded (it
+// cannot happen with the values discovery builds; typed all the same, so
+// that Search and Describe return *gateway.Error like Invoke).
+func unserializable(op string, err error) *gateway.Error {
+	return gateway.Errorf(gateway.CodeResultProcessingFailed, false, "%s result could not be serialized: %s", op, err.Error())
+}

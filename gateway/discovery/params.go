@@ -84,7 +84,7 @@ func (p *SearchParams) validate() *gateway.Error {
 // connecta.search argument or search_tools' arguments). Unknown keys are
 // ignored; a present key of the wrong type is invalid_args with a
 // correction hint.
-func DecodeSearchArgs(raw json.RawMessage) (SearchParams, error) {
+func DecodeSearchArgs(raw json.RawMessage) (SearchParams, *gateway.Error) {
 	var p SearchParams
 	fields, err := decodeObject(raw, msgArgsObject)
 	if err != nil {
@@ -169,7 +169,7 @@ func (p *DescribeParams) validate() *gateway.Error {
 
 // DecodeDescribeArgs reads connecta.describe's options: {address} or
 // {addresses ≤ 100}, format, fullDescriptions.
-func DecodeDescribeArgs(raw json.RawMessage) (DescribeParams, error) {
+func DecodeDescribeArgs(raw json.RawMessage) (DescribeParams, *gateway.Error) {
 	var p DescribeParams
 	fields, err := decodeObject(raw, msgAddrShape)
 	if err != nil {
@@ -214,7 +214,7 @@ func DecodeDescribeArgs(raw json.RawMessage) (DescribeParams, error) {
 	return p, nil
 }
 
-func decodeObject(raw json.RawMessage, msg string) (map[string]json.RawMessage, error) {
+func decodeObject(raw json.RawMessage, msg string) (map[string]json.RawMessage, *gateway.Error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return map[string]json.RawMessage{}, nil

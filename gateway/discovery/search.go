@@ -27,7 +27,7 @@ type row struct {
 // invalid_args before any catalog loads; a page over 256,000 bytes is
 // result_too_large (a program's page measured as its serialized value, the
 // top level's as its complete tool result).
-func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchParams) (json.RawMessage, error) {
+func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchParams) (json.RawMessage, *gateway.Error) {
 	if e := p.validate(); e != nil {
 		return nil, e
 	}
@@ -144,7 +144,7 @@ func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchP
 	}
 	body, err := gateway.Object(out).MarshalJSON()
 	if err != nil {
-		return nil, err
+		return nil, unserializable("search", err)
 	}
 	if size := len(body); size > MaxResultBytes {
 		return nil, resultTooLarge(size, searchTooLargeHint)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -30,7 +29,7 @@ func newService(t testing.TB, f *fixtureCatalog, opts ...func(*Options)) *Servic
 	return s
 }
 
-func search(t testing.TB, s *Service, front gateway.FrontDoor, args string) (json.RawMessage, error) {
+func search(t testing.TB, s *Service, front gateway.FrontDoor, args string) (json.RawMessage, *gateway.Error) {
 	t.Helper()
 	p, err := DecodeSearchArgs(json.RawMessage(args))
 	if err != nil {
@@ -115,11 +114,10 @@ func rawField(t testing.TB, raw []byte, path ...any) json.RawMessage {
 	return cur
 }
 
-func wantCode(t testing.TB, err error, code gateway.Code) *gateway.Error {
+func wantCode(t testing.TB, ge *gateway.Error, code gateway.Code) *gateway.Error {
 	t.Helper()
-	var ge *gateway.Error
-	if !errors.As(err, &ge) {
-		t.Fatalf("want *gateway.Error %s, got %v", code, err)
+	if ge == nil {
+		t.Fatalf("want *gateway.Error %s, got none", code)
 	}
 	if ge.Code != code {
 		t.Fatalf("want %s, got %s: %s", code, ge.Code, ge.Message)
@@ -328,7 +326,7 @@ func TestS1a_UnscopedFanOutIsBoundedAtFour(t *testing.T) {
 		f.tools[id] = []gateway.Tool{tool(id, "t", "", boolp(true), "")}
 	}
 	s := newService(t, f)
-	done := make(chan error, 1)
+	done := make(chan *gateway.Error, 1)
 	go func() {
 		_, err := search(t, s, gateway.FrontDoorProgram, `{}`)
 		done <- err
@@ -542,7 +540,7 @@ func TestS1_CancelledSearchEndsEveryGoroutine(t *testing.T) {
 	f.block = map[string]bool{"tracker": true, "ci": true, "chat": true}
 	s := newService(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan *gateway.Error, 1)
 	go func() {
 		_, err := s.Search(ctx, gateway.FrontDoorProgram, SearchParams{})
 		done <- err
