@@ -15,9 +15,16 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sandbox-child ./cmd/sandbox-child
 
-test:
+# test: first installs, once, the real parts the suites drive (test/setup.sh:
+# PostgreSQL, Chromium, the pinned npm packages) so a fresh machine runs them
+# rather than skipping them; what cannot be installed is reported and skips.
+test: test-deps
 	$(GO) vet ./...
 	$(GO) test -short ./...
+
+.PHONY: test-deps
+test-deps:
+	@test/setup.sh
 
 # test-race: the concurrent packages under the race detector. A race build
 # runs the sandbox child without its seccomp filter (sandbox/relax_race.go:

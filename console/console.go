@@ -50,7 +50,7 @@ const (
 	CallbackPath  = Prefix + "/callback"
 	SessionCookie = "__Host-connecta-session"
 	signinCookie  = "__Host-connecta-signin"
-	// CSP is the pinned policy of every console page (DECISIONS).
+	// CSP is the pinned policy of every console page (docs/DECISIONS.md).
 	CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
 
 	// CredentialName is the vault name of a connector's `credential` value.
