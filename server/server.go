@@ -77,7 +77,9 @@ type RequestLimits struct {
 	BodyTimeout time.Duration
 }
 
-// Options configure a Server. Zero limits take the contract defaults.
+// Options configure a Server. The request limits, MaxInlineBytes and the
+// deadlines are required (package config holds their defaults); New refuses
+// a zero, naming the option and its configuration key.
 type Options struct {
 	Name    string // server name reported to clients and /health
 	Version string
