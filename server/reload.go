@@ -32,8 +32,8 @@ func (s *Server) settingsNow() *settings {
 func (s *Server) requestLimits() RequestLimits { return s.settingsNow().requests }
 
 // Reloadable is what SIGHUP reloads into a running server (docs/DECISIONS.md:
-// auth, execute.*, requests.* except listen). Zero limits take defaults as
-// in New; a nil Code keeps the current execute_code.
+// auth, execute.*, requests.* except listen). The limits and HostCallTimeout
+// are required as in New; a nil Code keeps the current execute_code.
 type Reloadable struct {
 	Tokens          []Token
 	Inbound         *inbound.Authenticator
