@@ -496,10 +496,15 @@ var contractCases = []contractCase{
 			if len(ev) != 2 {
 				t.Fatalf("%d events: %+v", len(ev), ev)
 			}
+			// Identity clamps (docs/DECISIONS.md): the first N bytes, then "…".
+			long := ev[0]
 			for _, e := range ev {
-				if len(e.ConnectorID) > 128 || len(e.Address) > 257 {
-					t.Fatalf("unclamped %d %d", len(e.ConnectorID), len(e.Address))
+				if len(e.Address) > len(long.Address) {
+					long = e
 				}
+			}
+			if long.ConnectorID != strings.Repeat("g", 128)+"…" || long.Address != strings.Repeat("g", 257)+"…" {
+				t.Fatalf("clamped as %d %d bytes: %q %q", len(long.ConnectorID), len(long.Address), long.ConnectorID, long.Address)
 			}
 		}},
 	{name: "L1_L2_E5_InFlightCallCancelledWhenRunEnds", code: `async () => { connecta.call("reader.hang").catch(() => {}); await connecta.call("reader.echo"); return "returned" }`,
