@@ -445,7 +445,9 @@ func TestX11_UnsendableRepliesStillSettle(t *testing.T) {
 func TestL3_WallDeadlineKills(t *testing.T) {
 	p := newFakePool(t, Options{Slots: 1}, "ok")
 	for _, script := range []string{"log:before;hang", "log:before;spin"} {
-		res, err := run(t, p.Pool, script, newTestHost(), Limits{Wall: 200 * time.Millisecond})
+		// A CPU budget far above the deadline: on a loaded machine the wall
+		// timer can fire late enough for "spin" to reach the default budget.
+		res, err := run(t, p.Pool, script, newTestHost(), Limits{Wall: 200 * time.Millisecond, CPUTime: time.Minute})
 		if err != nil || res.Err == nil || res.Err.Kind != ErrDeadline || res.Err.Message != "Execution timed out after 200ms." {
 			t.Fatalf("%s: %v %+v", script, err, res)
 		}
