@@ -36,7 +36,7 @@ const (
 	// RequireEnv makes a missing node or package a failure (set by CI).
 	RequireEnv  = "CONNECTA_REQUIRE_OIDC_PROVIDER"
 	packageName = "oidc-provider"
-	startWait   = 30 * time.Second
+	startWait   = 90 * time.Second
 )
 
 // Account is a user the scripted login accepts (by its map key, the subject).
