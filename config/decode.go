@@ -933,15 +933,7 @@ func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
 	if !ok {
 		return
 	}
-	if e, ok := fs["clientId"]; ok {
-		if s, ok := d.str(e.val, path+".clientId"); ok {
-			if s == "" || hasControl(s) || strings.Contains(s, "${") {
-				d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
-			} else {
-				o.ClientID = s
-			}
-		}
-	}
+	o.ClientID = d.clientID(fs, path)
 	if e, ok := fs["clientSecret"]; ok {
 		if _, hasID := fs["clientId"]; !hasID {
 			d.fail(e.key, path+".clientSecret", "needs clientId")

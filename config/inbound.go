@@ -89,15 +89,7 @@ func (d *decoder) oidc(n *yaml.Node, c *Config) {
 			o.Audience = s // compared with {publicUrl}/mcp in checkOIDC
 		}
 	}
-	if e, ok := fs["clientId"]; ok {
-		if s, ok := d.str(e.val, path+".clientId"); ok {
-			if s == "" || hasControl(s) || strings.Contains(s, "${") {
-				d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
-			} else {
-				o.ClientID = s
-			}
-		}
-	}
+	o.ClientID = d.clientID(fs, path)
 	if e, ok := fs["clientSecret"]; ok {
 		if _, hasID := fs["clientId"]; !hasID {
 			d.fail(e.key, path+".clientSecret", "needs clientId")
@@ -243,4 +235,22 @@ func (d *decoder) checkOIDC(c *Config, oidcNode *yaml.Node) {
 		return
 	}
 	o.Audience = want
+}
+
+// clientID decodes an OAuth clientId (downstream oauth and auth.oidc alike):
+// a plain, non-empty identifier, never a secret reference.
+func (d *decoder) clientID(fs map[string]entry, path string) string {
+	e, ok := fs["clientId"]
+	if !ok {
+		return ""
+	}
+	s, ok := d.str(e.val, path+".clientId")
+	if !ok {
+		return ""
+	}
+	if s == "" || hasControl(s) || strings.Contains(s, "${") {
+		d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
+		return ""
+	}
+	return s
 }
