@@ -27,10 +27,15 @@ func runOrphanParent(_ []string) int {
 		return 1
 	}
 	defer p.Close()
-	for {
-		if kids := liveChildren(); len(kids) > 0 {
-			fmt.Println(kids[0])
-			break
+	// Name a child that is running: one that already exited (a zombie not
+	// yet reaped, e.g. a spare the pool replaced) proves nothing.
+	for printed := false; !printed; {
+		for _, kid := range liveChildren() {
+			if st := processState(kid); st != "gone" && st != "Z" {
+				fmt.Println(kid)
+				printed = true
+				break
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -57,6 +62,9 @@ func TestHardening_ChildDiesWithItsParent(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// However the test ends, the orphan parent (which sleeps a minute) must
+	// not outlive it: every later test would count it as a leaked child.
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +76,8 @@ func TestHardening_ChildDiesWithItsParent(t *testing.T) {
 	if st := processState(pid); st == "gone" || st == "Z" {
 		t.Fatalf("child %d not running: %s", pid, st)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 	waitFor(t, func() bool { st := processState(pid); return st == "gone" || st == "Z" })
 }
 
