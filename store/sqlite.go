@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"strings"
+	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3": pure Go (wasm2go), no cgo
 )
@@ -29,7 +31,7 @@ func openSQLite(ctx context.Context, path string, opts Options, m *metrics) (Sto
 	}
 	db.SetMaxOpenConns(sqliteMaxConns)
 	s := newSQLStore(db, dialect{kind: "sqlite"}, m, opts.Logger)
-	conn, err := db.Conn(ctx)
+	conn, err := firstConn(ctx, db)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store sqlite:%s: %w", path, err)
@@ -41,4 +43,25 @@ func openSQLite(ctx context.Context, path string, opts Options, m *metrics) (Sto
 		return nil, fmt.Errorf("store sqlite:%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// firstConn opens the first connection, whose journal_mode(wal) pragma
+// converts a new database file. That conversion needs an exclusive lock that
+// SQLite's busy handler does not wait for, so processes creating one file
+// at once (replicas starting together) can see "database is locked": retry
+// it for a bounded time. Once the file is in WAL mode it stays so, and later
+// connections do not need the lock.
+func firstConn(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		conn, err := db.Conn(ctx)
+		if err == nil || !strings.Contains(err.Error(), "database is locked") || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
