@@ -934,21 +934,9 @@ func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
 		return
 	}
 	o.ClientID = d.clientID(fs, path)
-	if e, ok := fs["clientSecret"]; ok {
-		if _, hasID := fs["clientId"]; !hasID {
-			d.fail(e.key, path+".clientSecret", "needs clientId")
-		} else if raw, ok := d.str(e.val, path+".clientSecret"); ok {
-			segs, err := parseTemplate(raw)
-			switch {
-			case err != nil:
-				d.fail(e.val, path+".clientSecret", "%s", err)
-			case !hasReference(segs):
-				d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
-			default:
-				if value, ok := d.resolveConnectorValue(segs, e.val, path+".clientSecret", c, hasControl); ok {
-					o.ClientSecret = NewSecret(value)
-				}
-			}
+	if e, segs, ok := d.clientSecretRef(fs, path); ok {
+		if value, ok := d.resolveConnectorValue(segs, e.val, path+".clientSecret", c, hasControl); ok {
+			o.ClientSecret = NewSecret(value)
 		}
 	}
 	if e, ok := fs["scopes"]; ok {

@@ -90,25 +90,13 @@ func (d *decoder) oidc(n *yaml.Node, c *Config) {
 		}
 	}
 	o.ClientID = d.clientID(fs, path)
-	if e, ok := fs["clientSecret"]; ok {
-		if _, hasID := fs["clientId"]; !hasID {
-			d.fail(e.key, path+".clientSecret", "needs clientId")
-		} else if raw, ok := d.str(e.val, path+".clientSecret"); ok {
-			segs, err := parseTemplate(raw)
-			switch {
-			case err != nil:
-				d.fail(e.val, path+".clientSecret", "%s", err)
-			case !hasReference(segs):
-				d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
-			default:
-				value, missing := d.r.resolve(segs, d.baseDir)
-				for _, m := range missing {
-					d.fail(e.val, path+".clientSecret", "cannot resolve %s: %s", m.raw, m.reason)
-				}
-				if len(missing) == 0 {
-					o.ClientSecret = NewSecret(value)
-				}
-			}
+	if e, segs, ok := d.clientSecretRef(fs, path); ok {
+		value, missing := d.r.resolve(segs, d.baseDir)
+		for _, m := range missing {
+			d.fail(e.val, path+".clientSecret", "cannot resolve %s: %s", m.raw, m.reason)
+		}
+		if len(missing) == 0 {
+			o.ClientSecret = NewSecret(value)
 		}
 	}
 	if e, ok := fs["sessionTtlMs"]; ok {
@@ -253,4 +241,33 @@ func (d *decoder) clientID(fs map[string]entry, path string) string {
 		return ""
 	}
 	return s
+}
+
+// clientSecretRef decodes an OAuth clientSecret up to its resolution, which
+// differs by owner (a connector's unresolved reference fails at use, the
+// server's refuses to boot): it needs clientId and must be a secret
+// reference, never a literal.
+func (d *decoder) clientSecretRef(fs map[string]entry, path string) (entry, []segment, bool) {
+	e, ok := fs["clientSecret"]
+	if !ok {
+		return e, nil, false
+	}
+	if _, hasID := fs["clientId"]; !hasID {
+		d.fail(e.key, path+".clientSecret", "needs clientId")
+		return e, nil, false
+	}
+	raw, ok := d.str(e.val, path+".clientSecret")
+	if !ok {
+		return e, nil, false
+	}
+	segs, err := parseTemplate(raw)
+	switch {
+	case err != nil:
+		d.fail(e.val, path+".clientSecret", "%s", err)
+		return e, nil, false
+	case !hasReference(segs):
+		d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
+		return e, nil, false
+	}
+	return e, segs, true
 }
