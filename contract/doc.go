@@ -14,6 +14,9 @@
 //
 // # Clause → test
 //
+// What each clause id promises is in docs/contract.md (TestClauseIDsCitedAreDefined
+// fails when code cites an id that page does not define).
+//
 // "case X" is TestContractCases/X (contract_test.go): one row of the
 // clause-tagged table, run end to end (go-sdk client → HTTP /mcp → contract →
 // supervisor → a real sandbox child → gateway → fixture MCP server on
