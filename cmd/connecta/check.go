@@ -22,7 +22,8 @@ import (
 const doctorTimeout = 10 * time.Second
 
 // credentialsDirUsage: outside systemd there is no $CREDENTIALS_DIRECTORY,
-// so check and doctor take the directory holding the credential files.
+// so every command that reads the configuration takes the directory holding
+// the credential files.
 const credentialsDirUsage = "directory of credential files for ${credential:NAME} (default: $CREDENTIALS_DIRECTORY)"
 
 // cmdCheck validates a configuration: every refusal is printed as

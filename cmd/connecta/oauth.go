@@ -34,7 +34,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		id = fs.Arg(0)
 	}
 	if !revoke || id == "" || *configPath == "" {
-		fmt.Fprintln(stderr, "usage: connecta oauth revoke CONNECTOR --config FILE")
+		fmt.Fprintln(stderr, usageLine("oauth"))
 		return 2
 	}
 	cfg, err := config.Load(*configPath, resolver(*credentialsDir))

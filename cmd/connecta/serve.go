@@ -25,7 +25,7 @@ const (
 )
 
 // resolver resolves secret references from this process's environment and
-// a credentials directory: credentialsDir when given (`check` and `doctor`
+// a credentials directory: credentialsDir when given (--credentials-dir,
 // outside systemd), else systemd's $CREDENTIALS_DIRECTORY.
 func resolver(credentialsDir string) config.Resolver {
 	if credentialsDir == "" {

@@ -11,8 +11,6 @@ import (
 	"github.com/connecta-dev/connecta/app"
 )
 
-const tokenUsage = "usage: connecta token create NAME | list | rename ID NAME | revoke ID --config FILE"
-
 // cmdToken is `connecta token create NAME | list | rename ID NAME | revoke
 // ID --config FILE`: operator-issued access tokens, for deployments without
 // the console. The secret is printed once, by create; every change is an
@@ -20,7 +18,7 @@ const tokenUsage = "usage: connecta token create NAME | list | rename ID NAME | 
 // a durable store.
 func cmdToken(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, tokenUsage)
+		fmt.Fprintln(stderr, usageLine("token"))
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" {
@@ -32,7 +30,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	want := map[string]int{"create": 1, "list": 0, "rename": 2, "revoke": 1}
 	n, known := want[verb]
 	if !known {
-		fmt.Fprintln(stderr, tokenUsage)
+		fmt.Fprintln(stderr, usageLine("token"))
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
@@ -43,7 +41,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 	if len(pos) != n {
-		fmt.Fprintln(stderr, tokenUsage)
+		fmt.Fprintln(stderr, usageLine("token"))
 		return 2
 	}
 	if !cfg.AccessTokens.Enabled {

@@ -108,7 +108,7 @@ func cmdVault(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "usage: connecta %s\n\n%s.\n", c.synopsis, c.summary)
 			return 0
 		}
-		fmt.Fprintln(stderr, "usage: connecta vault reseal --config FILE")
+		fmt.Fprintln(stderr, usageLine("vault"))
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
@@ -141,13 +141,13 @@ func cmdVault(args []string, stdout, stderr io.Writer) int {
 // FILE`; set reads the value from standard input (one trailing newline is
 // dropped) and never echoes it.
 func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	const usageLine = "usage: connecta credential set|delete CONNECTOR NAME --config FILE   (set reads the value from standard input)"
+	usage := usageLine("credential") + "   (set reads the value from standard input)"
 	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, usageLine)
+			fmt.Fprintln(stdout, usage)
 			return 0
 		}
-		fmt.Fprintln(stderr, usageLine)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	verb := args[0]
@@ -159,7 +159,7 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	defer st.Close()
 	if len(pos) != 2 {
-		fmt.Fprintln(stderr, usageLine)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	connector, name := pos[0], pos[1]
