@@ -43,6 +43,7 @@ var (
 	// ErrNotFound: no token has that id.
 	ErrNotFound = errors.New("no access token has that id")
 	// ErrInvalidName: the name is empty, too long or has control characters.
+	// A refusal for markup wraps it and says so.
 	ErrInvalidName = errors.New("an access token name must be 1 to 80 characters without control characters") // 80 = MaxNameRunes
 	// ErrLimit: accessTokens.maxActive unrevoked tokens exist already.
 	ErrLimit = errors.New("the maximum number of active access tokens is reached")
@@ -266,6 +267,9 @@ func Digest(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// errMarkupName names the problem a markup name has: every other rule holds.
+var errMarkupName = fmt.Errorf("%w: this one contains < or >, which are refused as markup", ErrInvalidName)
+
 // NormalizeName collapses runs of whitespace, trims, and checks the bounds.
 // Markup (< or >) is refused: a name is shown in the console and in logs,
 // and although every page escapes it, a name that looks like markup is a
@@ -273,8 +277,11 @@ func Digest(secret string) string {
 func NormalizeName(name string) (string, error) {
 	name = strings.Join(strings.Fields(name), " ")
 	if name == "" || utf8.RuneCountInString(name) > MaxNameRunes || !utf8.ValidString(name) ||
-		strings.ContainsFunc(name, unicode.IsControl) || strings.ContainsAny(name, "<>") {
+		strings.ContainsFunc(name, unicode.IsControl) {
 		return "", ErrInvalidName
+	}
+	if strings.ContainsAny(name, "<>") {
+		return "", errMarkupName
 	}
 	return name, nil
 }
