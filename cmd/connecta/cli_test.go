@@ -215,3 +215,34 @@ func TestServe_ListenWithStdioRefused(t *testing.T) {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
 	}
 }
+
+// check verifies the store without opening it (a sqlite: file in a missing
+// directory said ok), and doctor reports it as `store: FAILED` on its own
+// line (it said `startup failed`), with no log record inside its report.
+func TestCheckAndDoctor_StoreInAMissingDirectoryFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	db := filepath.Join(dir, "missing", "state.db")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nstore:\n  url: \"sqlite:"+db+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("check", "--config", path)
+	if code != 1 || strings.Contains(out, "ok") || !strings.Contains(errOut, path+":3: store.url: directory "+filepath.Dir(db)) {
+		t.Fatalf("check: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("doctor", "--config", path)
+	if code != 1 || !strings.Contains(out, "config: ok") || !strings.Contains(out, "\nstore: FAILED sqlite:"+db+": ") ||
+		strings.Contains(out+errOut, "startup failed") || strings.Contains(out, "level=") {
+		t.Fatalf("doctor: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	// A writable directory passes check, and check created nothing there.
+	if err := os.Mkdir(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI("check", "--config", path); code != 0 {
+		t.Fatalf("check, directory present: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(db)); len(entries) != 0 {
+		t.Fatalf("check created %v", entries)
+	}
+}
