@@ -193,6 +193,15 @@ load:
 oidc-provider:
 	npm ci --prefix test/oidc/testdata --no-audit --no-fund
 
+# console-demo: try the operator console locally. Starts the project's test
+# OpenID provider (test/oidc; `make oidc-provider` first) with one demo
+# operator, runs bin/connecta signing in through it (SQLite store and vault in
+# a temporary directory, the demo connector) and prints the URL to open;
+# Ctrl-C stops both.
+.PHONY: console-demo
+console-demo: build
+	$(GO) run ./test/oidc/consoledemo --connecta bin/connecta
+
 # --- the operator console's pages, as the README shows them ---
 .PHONY: screenshots
 # screenshots: run the console's browser test (Debian's chromium, the pinned
