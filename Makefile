@@ -18,9 +18,13 @@ build:
 # test: first installs, once, the real parts the suites drive (test/setup.sh:
 # PostgreSQL, Chromium, the pinned npm packages) so a fresh machine runs them
 # rather than skipping them; what cannot be installed is reported and skips.
+# The suite runs through test/skipreport: the same lines as plain go test
+# (each package's ok/FAIL, failing tests' output) and go test's exit status,
+# then every skipped test with its reason, so a missing part is visible.
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -short ./...
+	@$(GO) build -o bin/skipreport ./test/skipreport
+	bin/skipreport -- $(GO) test -short ./...
 
 .PHONY: test-deps
 test-deps:
