@@ -251,6 +251,10 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	if !strings.HasPrefix(secret, "cta_") {
 		t.Fatalf("secret %q", secret)
 	}
+	// The box shows the whole secret: its end was cut.
+	if !run(b, chromedp.Evaluate[bool](`(e => e.scrollWidth <= e.clientWidth)(document.querySelector("#secret"))`)) {
+		t.Fatal("the issued-token box is narrower than the secret")
+	}
 	mustContain(t, "issued", b.html(), `laptop "1" &amp; co`)
 
 	// The keyed connector has no credential yet: auth_required, and
@@ -322,6 +326,12 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.provider("alice")
 	b.do(chromedp.WaitVisible(chromedp.CSS("body")))
 	mustContain(t, "oauth callback", b.html(), "Connected")
+	// The callback page wears the console's stylesheet (it was unstyled).
+	if bg := run(b, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("header")).backgroundColor`)); bg != "rgb(13, 27, 42)" {
+		t.Fatalf("the OAuth callback page is not styled (header background %q)", bg)
+	}
+	b.readable()
+	b.screenshot("oauth-callback")
 	b.open("/operator/")
 	page = b.html()
 	mustContain(t, "connections after oauth", page, ">connected<", `/operator/connections/tracker/revoke`)
