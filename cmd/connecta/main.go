@@ -46,6 +46,8 @@ func commands() []command {
 			func(a []string, i io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCredential(a, i, o, e) }},
 		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE [--credentials-dir DIR]", "issue, list, rename or revoke operator-issued access tokens",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdToken(a, o, e) }},
+		{"init", "init [DIR]", "write a starter deployment into a new directory (default " + defaultInitDir + ")",
+			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdInit(a, o, e) }},
 		{"version", "version", "print the version",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVersion(a, o, e) }},
 		{"help", "help [command]", "show help for connecta or one command", nil},
