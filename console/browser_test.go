@@ -309,6 +309,22 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.open("/operator/activity")
 	b.screenshot("activity")
 
+	// The Overview: the last hour as server-rendered SVG, no script, drawn.
+	b.open("/operator/overview")
+	b.labelled()
+	b.readable()
+	mustContain(t, "overview", b.html(), "Executions per minute by outcome", "Connector calls per minute by outcome", "Slowest connectors (p95)", "keyed", "auth_required")
+	if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll("#chart-calls rect.bar").length`)); n == 0 {
+		t.Fatal("the calls chart has no bars")
+	}
+	if w := run(b, chromedp.Evaluate[float64](`document.querySelector("#chart-calls").getBoundingClientRect().width`)); w < 300 {
+		t.Fatalf("the calls chart is drawn %v px wide", w)
+	}
+	if n := run(b, chromedp.Evaluate[int](`document.scripts.length`)); n != 0 {
+		t.Fatalf("the overview has %d script(s)", n)
+	}
+	b.screenshot("overview")
+
 	// Revoke the token: the next call with it fails.
 	b.open("/operator/tokens")
 	b.submit(`form[action$="/revoke"] button`)

@@ -145,6 +145,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET "+Prefix+"/credentials", c.page(c.serveCredentials))
 	mux.Handle("GET "+Prefix+"/tokens", c.page(c.serveTokens))
 	mux.Handle("GET "+Prefix+"/activity", c.page(c.serveActivity))
+	mux.Handle("GET "+Prefix+"/overview", c.page(c.serveOverview))
 	mux.Handle("GET "+Prefix+"/audit", c.page(c.serveAudit))
 
 	mux.Handle("POST "+Prefix+"/connections/{id}/authorize", c.mutation(c.serveAuthorize))
