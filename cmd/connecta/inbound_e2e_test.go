@@ -408,6 +408,9 @@ func TestTokenCLI_RefusesMemoryAndNeedsAccessTokens(t *testing.T) {
 	if code, _, errs := runCLI("oauth", "revoke", "nope", "--config", some); code != 1 || !strings.Contains(errs, `no connector "nope"`) {
 		t.Errorf("oauth revoke nope: exit %d %s", code, errs)
 	}
+	if code, _, errs := runCLI("vault", "reseal", "--config", some); code != 1 || !strings.Contains(errs, "vault is not configured") {
+		t.Errorf("vault reseal without keys: exit %d %s", code, errs)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "t.db")); !os.IsNotExist(err) {
 		t.Errorf("a refused command created the store file: %v", err)
 	}

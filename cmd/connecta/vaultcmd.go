@@ -122,10 +122,14 @@ func cmdVault(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	_, st, v, _, code := openWritableStore(ctx, "vault", args[1:], stdout, stderr, func(_ *config.Config, pos []string) int {
+	_, st, v, _, code := openWritableStore(ctx, "vault", args[1:], stdout, stderr, func(cfg *config.Config, pos []string) int {
 		if len(pos) > 0 {
 			fmt.Fprintf(stderr, "connecta vault reseal: unexpected argument %q\n", pos[0])
 			return 2
+		}
+		if len(cfg.Vault.Keys) == 0 {
+			fmt.Fprintf(stderr, "connecta vault reseal: %v\n", vault.ErrNotConfigured)
+			return 1
 		}
 		return 0
 	})
