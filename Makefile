@@ -18,9 +18,13 @@ build:
 # test: first installs, once, the real parts the suites drive (test/setup.sh:
 # PostgreSQL, Chromium, the pinned npm packages) so a fresh machine runs them
 # rather than skipping them; what cannot be installed is reported and skips.
+# The suite runs through test/skipreport: the same lines as plain go test
+# (each package's ok/FAIL, failing tests' output) and go test's exit status,
+# then every skipped test with its reason, so a missing part is visible.
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -short ./...
+	@$(GO) build -o bin/skipreport ./test/skipreport
+	bin/skipreport -- $(GO) test -short ./...
 
 .PHONY: test-deps
 test-deps:
@@ -192,6 +196,15 @@ load:
 # inbound identity tests; needs node >= 20.19 and npm.
 oidc-provider:
 	npm ci --prefix test/oidc/testdata --no-audit --no-fund
+
+# console-demo: try the operator console locally. Starts the project's test
+# OpenID provider (test/oidc; `make oidc-provider` first) with one demo
+# operator, runs bin/connecta signing in through it (SQLite store and vault in
+# a temporary directory, the demo connector) and prints the URL to open;
+# Ctrl-C stops both.
+.PHONY: console-demo
+console-demo: build
+	$(GO) run ./test/oidc/consoledemo --connecta bin/connecta
 
 # --- the operator console's pages, as the README shows them ---
 .PHONY: screenshots

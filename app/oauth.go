@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/console"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/oauth/oauthstore"
@@ -66,10 +67,11 @@ func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantC
 		log.Warn("connectors use oauth but vault.keys is not configured: authorize_connector refuses to start a flow until it is", "connectors", len(conns))
 	}
 	m, err := oauth.New(oauth.Options{
-		PublicURL: cfg.PublicURL,
-		Store:     flows,
-		Logger:    log.With("component", "oauth"),
-		Metrics:   reg,
+		PublicURL:  cfg.PublicURL,
+		Stylesheet: console.StylesheetPath,
+		Store:      flows,
+		Logger:     log.With("component", "oauth"),
+		Metrics:    reg,
 		OnGrantChange: func(id string) {
 			if onGrantChange != nil {
 				onGrantChange(id)

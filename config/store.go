@@ -14,6 +14,8 @@ type Store struct {
 	// URL is memory:, sqlite:PATH or postgres://… (resolved: it may come
 	// from a secret reference, so it is a Secret).
 	URL Secret
+	// URLLine is the line of `url` in the file; 0 when defaulted.
+	URLLine int
 	// Given reports whether the file had a `store` section; without one the
 	// store is memory: and serve warns that state is not durable.
 	Given bool
@@ -79,6 +81,7 @@ func (d *decoder) store(n *yaml.Node, c *Config) {
 		}
 	}
 	c.Store.URL = NewSecret(value)
+	c.Store.URLLine = e.val.Line
 }
 
 // anchor resolves a relative path against the config file's directory.

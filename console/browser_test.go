@@ -251,6 +251,10 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	if !strings.HasPrefix(secret, "cta_") {
 		t.Fatalf("secret %q", secret)
 	}
+	// The box shows the whole secret: its end was cut.
+	if !run(b, chromedp.Evaluate[bool](`(e => e.scrollWidth <= e.clientWidth)(document.querySelector("#secret"))`)) {
+		t.Fatal("the issued-token box is narrower than the secret")
+	}
 	mustContain(t, "issued", b.html(), `laptop "1" &amp; co`)
 
 	// The keyed connector has no credential yet: auth_required, and
@@ -305,6 +309,22 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.open("/operator/activity")
 	b.screenshot("activity")
 
+	// The Overview: the last hour as server-rendered SVG, no script, drawn.
+	b.open("/operator/overview")
+	b.labelled()
+	b.readable()
+	mustContain(t, "overview", b.html(), "Executions per minute by outcome", "Connector calls per minute by outcome", "Slowest connectors (p95)", "keyed", "auth_required")
+	if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll("#chart-calls rect.bar").length`)); n == 0 {
+		t.Fatal("the calls chart has no bars")
+	}
+	if w := run(b, chromedp.Evaluate[float64](`document.querySelector("#chart-calls").getBoundingClientRect().width`)); w < 300 {
+		t.Fatalf("the calls chart is drawn %v px wide", w)
+	}
+	if n := run(b, chromedp.Evaluate[int](`document.scripts.length`)); n != 0 {
+		t.Fatalf("the overview has %d script(s)", n)
+	}
+	b.screenshot("overview")
+
 	// Revoke the token: the next call with it fails.
 	b.open("/operator/tokens")
 	b.submit(`form[action$="/revoke"] button`)
@@ -322,6 +342,12 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.provider("alice")
 	b.do(chromedp.WaitVisible(chromedp.CSS("body")))
 	mustContain(t, "oauth callback", b.html(), "Connected")
+	// The callback page wears the console's stylesheet (it was unstyled).
+	if bg := run(b, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("header")).backgroundColor`)); bg != "rgb(13, 27, 42)" {
+		t.Fatalf("the OAuth callback page is not styled (header background %q)", bg)
+	}
+	b.readable()
+	b.screenshot("oauth-callback")
 	b.open("/operator/")
 	page = b.html()
 	mustContain(t, "connections after oauth", page, ">connected<", `/operator/connections/tracker/revoke`)

@@ -46,10 +46,13 @@ import (
 
 // Paths and pinned header values.
 const (
-	Prefix        = "/operator"
-	CallbackPath  = Prefix + "/callback"
-	SessionCookie = "__Host-connecta-session"
-	signinCookie  = "__Host-connecta-signin"
+	Prefix       = "/operator"
+	CallbackPath = Prefix + "/callback"
+	// StylesheetPath is the console's stylesheet; the downstream OAuth
+	// callback page links it too.
+	StylesheetPath = Prefix + "/console.css"
+	SessionCookie  = "__Host-connecta-session"
+	signinCookie   = "__Host-connecta-signin"
 	// CSP is the pinned policy of every console page (docs/DECISIONS.md).
 	CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
 
@@ -133,7 +136,7 @@ func New(o Options) (*Console, error) {
 // Handler serves every path under /operator.
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+Prefix+"/console.css", c.serveCSS)
+	mux.HandleFunc("GET "+StylesheetPath, c.serveCSS)
 	mux.HandleFunc("GET "+Prefix+"/signin", c.serveSignin)
 	mux.HandleFunc("GET "+CallbackPath, c.serveCallback)
 	mux.Handle("POST "+Prefix+"/signout", c.mutation(c.serveSignout))
@@ -142,6 +145,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET "+Prefix+"/credentials", c.page(c.serveCredentials))
 	mux.Handle("GET "+Prefix+"/tokens", c.page(c.serveTokens))
 	mux.Handle("GET "+Prefix+"/activity", c.page(c.serveActivity))
+	mux.Handle("GET "+Prefix+"/overview", c.page(c.serveOverview))
 	mux.Handle("GET "+Prefix+"/audit", c.page(c.serveAudit))
 
 	mux.Handle("POST "+Prefix+"/connections/{id}/authorize", c.mutation(c.serveAuthorize))

@@ -42,6 +42,9 @@ func tokenCount(t *testing.T, h *harness) int {
 // refusal — cross-origin post, missing CSRF token, markup in a token name
 // (escaped, not refused), an over-long credential, a replayed cookie after
 // sign-out, an expired session — is a clear page and changes nothing.
+// toolsCell is the Tools cell of the keyed connector's row (the fourth td).
+var toolsCell = regexp.MustCompile(`(?s)<span class="id">keyed</span>.*?<td>.*?</td>\s*<td>.*?</td>\s*<td>.*?</td>\s*<td>(.*?)</td>`)
+
 func TestConsole_SignInAndRefusals(t *testing.T) {
 	h := startHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -78,6 +81,9 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 	}
 	if status, page := op.get("/operator/"); status != http.StatusOK || !strings.Contains(page, "Keyed &lt;b&gt;service&lt;/b&gt;") || strings.Contains(page, "<b>service") {
 		t.Fatalf("connections %d: %s", status, page)
+	} else if m := toolsCell.FindStringSubmatch(page); m == nil || m[1] != "—" {
+		// Never contacted: its tool count is unknown, not 0.
+		t.Fatalf("keyed's Tools cell before any contact: %v\n%s", m, page)
 	}
 	csrf := op.csrf()
 	// An outcome message in a crafted link is not shown (it is signed).

@@ -26,7 +26,7 @@ type connectionRow struct {
 	ID, Title, Kind   string
 	State, LastError  string
 	LastContact       time.Time
-	ToolCount         int
+	ToolCount         *int // nil: never contacted (shown as —, like its last error)
 	OAuth             bool
 	OAuthState        string // "connected", "not connected", "unknown"
 	Credential        bool
@@ -50,14 +50,19 @@ func (c *Console) rows(ctx context.Context) []connectionRow {
 	states := c.o.Gateway.ConnectorStates()
 	var out []connectionRow
 	for _, h := range c.o.Gateway.Health() {
-		r := connectionRow{ID: h.ID, Kind: h.Kind, ToolCount: h.CatalogTools}
+		r := connectionRow{ID: h.ID, Kind: h.Kind}
+		if h.CatalogTools > 0 {
+			n := h.CatalogTools
+			r.ToolCount = &n
+		}
 		st := states[h.ID]
 		r.State, r.LastError = st.State, st.LastErrorCode
 		if st.LastContactAt != nil {
 			r.LastContact = *st.LastContactAt
 		}
 		if st.ToolCount != nil {
-			r.ToolCount = *st.ToolCount
+			n := *st.ToolCount
+			r.ToolCount = &n
 		}
 		for _, info := range c.o.Gateway.Connectors() {
 			if info.ID == h.ID {

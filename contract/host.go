@@ -88,11 +88,11 @@ func (h *host) Call(ctx context.Context, provider, function string, args json.Ra
 
 // downstreamProgress turns a call's downstream progress into progress of
 // the execution, without its text; nil when nobody listens.
-func (h *host) downstreamProgress() func(message string) {
+func (h *host) downstreamProgress() func(gateway.Progress) {
 	if h.notify == nil {
 		return nil
 	}
-	return func(string) { h.notify.Progress() }
+	return func(gateway.Progress) { h.notify.Progress() }
 }
 
 func (h *host) reject(e *gateway.Error) error { return errors.New(h.framer.reject(e)) }

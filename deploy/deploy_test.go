@@ -7,6 +7,7 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -365,4 +366,32 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		return nil
 	}
 	return names
+}
+
+// The Grafana dashboard is valid JSON whose every query names metrics the
+// binary exports (cmd/connecta/grafana_test.go runs them against a live
+// connecta through a real Prometheus).
+func TestGrafana_DashboardNamesExportedMetrics(t *testing.T) {
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, "grafana/connecta.json")), &d); err != nil {
+		t.Fatal(err)
+	}
+	exported := exportedMetrics(t)
+	suffix := regexp.MustCompile(`_(bucket|sum|count)$`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range regexp.MustCompile(`connecta_[a-z_]+`).FindAllString(tg.Expr, -1) {
+				if exported != nil && !exported[m] && !exported[suffix.ReplaceAllString(m, "")] {
+					t.Errorf("%s: metric %s is not exported by the binary", p.Title, m)
+				}
+			}
+		}
+	}
 }

@@ -90,9 +90,11 @@ type CallRequest struct {
 	InlineBytes func(*CallResult) int
 
 	// Progress, when set, asks the downstream for progress notifications
-	// and receives each one's message ("" when it has none) while the call
-	// runs (issue 10). Calls come from the connector's session, in order.
-	Progress func(message string)
+	// and receives each one (its progress, total and message) while the call
+	// runs (issue 10). Calls come from the connector's session, in order,
+	// and every notification the downstream sent before its result is
+	// delivered before Invoke returns.
+	Progress func(Progress)
 }
 
 // CallResult is a call's outcome. On success Value is the S5-unwrapped value
@@ -396,12 +398,14 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	if err != nil {
 		return nil, nil, err
 	}
-	meta, endProgress := c.g.progressMeta(ctx)
-	defer endProgress()
+	meta, token, endProgress := c.g.progressMeta(ctx)
+	seen := 0
+	defer func() { endProgress(seen) }()
 	for attempt := 0; ; attempt++ {
-		slot := &rawmcp.Slot{}
+		slot := &rawmcp.Slot{ProgressToken: token}
 		result, err := ls.cs.CallTool(rawmcp.WithSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
 		raw, _ := slot.Result()
+		seen += slot.ProgressSeen()
 		slot.Release()
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
 			drop(ls)

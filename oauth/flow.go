@@ -174,7 +174,7 @@ type callbackResult struct {
 func (m *Manager) Callback(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/oauth/callback/")
 	res := m.callback(r.Context(), id, r)
-	writePage(w, res.status, res.title, res.text)
+	writePage(w, res.status, res.title, res.text, m.opts.Stylesheet)
 }
 
 // ClientMetadata serves {publicUrl}/oauth/client-metadata.json, the client
@@ -335,16 +335,22 @@ func scrub(s string) string {
 	return s
 }
 
-// writePage answers a minimal HTML page that loads nothing and is not
-// cached, framed, or given a referrer (its URL held a code).
-func writePage(w http.ResponseWriter, status int, title, text string) {
+// writePage answers a minimal HTML page that loads nothing but the
+// same-origin stylesheet (when given) and is not cached, framed, or given a
+// referrer (its URL held a code).
+func writePage(w http.ResponseWriter, status int, title, text, stylesheet string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; form-action 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; frame-ancestors 'none'; form-action 'none'")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title></head><body><h1>%s</h1><p>%s</p></body></html>\n",
-		html.EscapeString(title), html.EscapeString(title), html.EscapeString(text))
+	link := ""
+	if stylesheet != "" {
+		link = `<link rel="stylesheet" href="` + html.EscapeString(stylesheet) + `">`
+	}
+	fmt.Fprintf(w, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>%s</title>%s</head>"+
+		"<body><header><span class=\"brand\">connecta</span></header><main><h1>%s</h1><p>%s</p></main></body></html>\n",
+		html.EscapeString(title), link, html.EscapeString(title), html.EscapeString(text))
 }

@@ -72,6 +72,9 @@ type Options struct {
 	OnGrantChange func(connector string)
 	// Audit receives one record per grant change and per flow started.
 	Audit func(ctx context.Context, rec AuditRecord)
+	// Stylesheet is the same-origin path of the stylesheet the callback
+	// page links (the console's); "" leaves the page unstyled.
+	Stylesheet string
 }
 
 // Defaults.

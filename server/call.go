@@ -103,9 +103,9 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 	// the call's activity event carries result_too_large exactly when the
 	// result is truncated (V2); the shaped result is reused below.
 	var shaped *inlineResult
-	var progress func(string)
+	var progress func(gateway.Progress)
 	if st := streamFrom(ctx); st != nil && st.token != nil {
-		progress = st.forward // the downstream's text, as its result is
+		progress = st.forward // as the downstream sent it, as its result is
 	}
 	res, gerr := s.opts.Gateway.Invoke(ctx, scope, gateway.CallRequest{
 		Progress:       progress,

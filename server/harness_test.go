@@ -138,11 +138,18 @@ func newDownstream(t testing.TB) *downstream {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}}}`)},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				record(req)
-				var in struct{ Ms int }
+				var in struct{ Ms, Burst int }
 				_ = json.Unmarshal(req.Params.Arguments, &in)
 				select {
 				case d.sleepStarted <- struct{}{}:
 				default:
+				}
+				// burst: N notifications "k of N" at once, then the result
+				// (server-everything's shape: the last one right before it).
+				if tok := req.Params.GetProgressToken(); tok != nil && in.Burst > 0 {
+					for k := 1; k <= min(in.Burst, 100); k++ {
+						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(k), Total: float64(in.Burst), Message: fmt.Sprintf("step %d", k)})
+					}
 				}
 				end := time.After(time.Duration(min(in.Ms, 10_000)) * time.Millisecond)
 				tick := time.NewTicker(50 * time.Millisecond)

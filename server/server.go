@@ -392,6 +392,26 @@ func (s *Server) BeginShutdown() {
 // InFlight reports requests holding an admission permit.
 func (s *Server) InFlight() int { return s.admission.activeCount() }
 
+// drainPoll is how often WaitIdle looks at the in-flight count.
+const drainPoll = 20 * time.Millisecond
+
+// WaitIdle returns nil once no request holds an admission permit, or ctx's
+// error. A draining server keeps its listener open meanwhile, so /health
+// answers shutting_down and new /mcp requests get server_shutting_down
+// instead of a refused connection (docs/lifecycle-health-reload.md).
+func (s *Server) WaitIdle(ctx context.Context) error {
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	for s.InFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // Health statuses: degraded (HTTP 200) when a connector or the store has
 // failed, shutting_down (503) while draining.
 const (

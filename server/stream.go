@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/gateway"
 )
 
 // metaLogLevel is the per-request log level key of _meta: in stateless
@@ -98,6 +100,7 @@ type requestStream struct {
 	mu       sync.Mutex
 	queue    []streamEvent
 	progress float64
+	sent     bool // a progress notification was queued
 	running  bool
 	closed   bool
 	idle     chan struct{} // closed when the sender has emptied the queue and stopped
@@ -112,6 +115,8 @@ const burstWait = time.Millisecond
 
 type streamEvent struct {
 	progress float64 // > 0: a progress notification with this value
+	total    float64 // the downstream's total, 0 when none
+	passed   bool    // progress is the downstream's own value
 	message  string
 	level    mcp.LoggingLevel // "" for progress
 }
@@ -146,11 +151,12 @@ func (st *requestStream) Progress() {
 	}
 }
 
-// forward is one downstream progress notification of a top-level call: the
-// downstream's message passes, as its result does.
-func (st *requestStream) forward(message string) {
+// forward is one downstream progress notification of a top-level call: it
+// passes as the downstream sent it (progress, total, message), as its result
+// does; only the token is the caller's.
+func (st *requestStream) forward(p gateway.Progress) {
 	if st.token != nil {
-		st.enqueue(streamEvent{message: message}, true)
+		st.enqueue(streamEvent{progress: p.Progress, total: p.Total, message: p.Message, passed: true}, true)
 	}
 }
 
@@ -161,8 +167,13 @@ func (st *requestStream) enqueue(e streamEvent, progress bool) {
 		return
 	}
 	if progress {
-		st.progress++
-		e.progress = st.progress
+		// A downstream's own value passes when it keeps increasing (as the
+		// protocol requires); otherwise, and for a program's entries, the
+		// request's counter advances by one.
+		if !e.passed || (st.sent && e.progress <= st.progress) {
+			e.progress = st.progress + 1
+		}
+		st.progress, st.sent = e.progress, true
 	}
 	st.queue = append(st.queue, e)
 	if !st.running {
@@ -227,7 +238,7 @@ func (st *requestStream) send(idle chan struct{}) {
 		if e.level != "" {
 			_ = st.session.Log(st.ctx, &mcp.LoggingMessageParams{Level: e.level, Data: e.message})
 		} else {
-			_ = st.session.NotifyProgress(st.ctx, &mcp.ProgressNotificationParams{ProgressToken: st.token, Progress: e.progress, Message: e.message})
+			_ = st.session.NotifyProgress(st.ctx, &mcp.ProgressNotificationParams{ProgressToken: st.token, Progress: e.progress, Total: e.total, Message: e.message})
 		}
 	}
 }

@@ -323,6 +323,30 @@ func TestStream_CallToolForwardsDownstreamProgress(t *testing.T) {
 	}
 }
 
+// call_tool forwards every notification the downstream sent before its
+// result, the last one included, with its progress and total as sent
+// (server-everything's "1..4 of 4" arrived as 1..3 without total).
+func TestStream_CallToolForwardsTheLastNotificationAndTotal(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	for round := 0; round < 20; round++ {
+		resp := h.post(t, context.Background(), rpcCall(5, "call_tool", map[string]any{"address": "down.sleep", "args": map[string]any{"ms": 0, "burst": 4}}, map[string]any{"progressToken": "p"}), "")
+		var got []string
+		for m := range readSSE(t, resp) {
+			if m.Method == "notifications/progress" {
+				var p struct {
+					Progress, Total float64
+					Message         string
+				}
+				_ = json.Unmarshal(m.Params, &p)
+				got = append(got, fmt.Sprintf("%g/%g %s", p.Progress, p.Total, p.Message))
+			}
+		}
+		if want := "[1/4 step 1 2/4 step 2 3/4 step 3 4/4 step 4]"; fmt.Sprint(got) != want {
+			t.Fatalf("round %d: forwarded %v, want %s", round, got, want)
+		}
+	}
+}
+
 // The same through the official Go SDK client: its progress and logging
 // handlers receive the program's lines, and cancelling its context frees
 // the slot and aborts the downstream call.

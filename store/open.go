@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultConnectRetry is how long Open keeps retrying an unreachable
@@ -76,6 +77,44 @@ func Scheme(rawURL string) (string, error) {
 	}
 }
 
+// Verify checks, without opening or creating anything, what can be known of
+// rawURL before Open: its form and, for sqlite:, that the file's directory
+// exists and is writable and that an existing file is readable and
+// writable (connecta check; Open repeats the directory check by writing).
+// A problem is a *ConfigError.
+func Verify(rawURL string) error {
+	kind, err := Scheme(rawURL)
+	if err != nil || kind != "sqlite" {
+		return err
+	}
+	path := sqlitePath(rawURL)
+	fail := func(format string, a ...any) error { return &ConfigError{URL: rawURL, Msg: fmt.Sprintf(format, a...)} }
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fail("directory %s: %v", dir, errors.Unwrap(err))
+	case !st.IsDir():
+		return fail("%s is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fail("directory %s is not writable: %v", dir, err)
+	}
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fail("%s is a directory", path)
+		}
+		if err := unix.Access(path, unix.R_OK|unix.W_OK); err != nil {
+			return fail("%s is not writable: %v", path, err)
+		}
+	}
+	return nil
+}
+
+func sqlitePath(rawURL string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//") // sqlite:///abs/path
+}
+
 // Open opens the store rawURL names and brings its schema up to date. An
 // unknown scheme or an unwritable SQLite path is a *ConfigError; a schema
 // newer than this binary is ErrSchemaTooNew; PostgreSQL unreachable is
@@ -99,8 +138,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	case "memory":
 		return newMemory(opts.Now, m), nil
 	case "sqlite":
-		path := strings.TrimPrefix(rawURL, "sqlite:")
-		path = strings.TrimPrefix(path, "//") // sqlite:///abs/path
+		path := sqlitePath(rawURL)
 		if err := checkWritableDir(path); err != nil {
 			return nil, &ConfigError{URL: rawURL, Msg: err.Error()}
 		}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/setup.sh — install the real parts the test suites drive, once, so that
 # `make test` on a fresh machine runs them instead of skipping them:
-#   PostgreSQL and Chromium from Debian (when root with apt-get), and the
+#   PostgreSQL, Chromium and Prometheus from Debian (when root with apt-get), and the
 #   pinned npm packages (server-everything, the TypeScript MCP client,
 #   oidc-provider) when node >= 20 is present.
 # A part that cannot be installed here is reported; its tests then skip
@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 apt_need=()
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_need+=(postgresql)
 command -v chromium >/dev/null || apt_need+=(chromium)
+command -v prometheus >/dev/null || apt_need+=(prometheus)
 if ((${#apt_need[@]})); then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "setup: installing ${apt_need[*]} (apt-get)"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,7 +23,8 @@ import (
 const doctorTimeout = 10 * time.Second
 
 // credentialsDirUsage: outside systemd there is no $CREDENTIALS_DIRECTORY,
-// so check and doctor take the directory holding the credential files.
+// so every command that reads the configuration takes the directory holding
+// the credential files.
 const credentialsDirUsage = "directory of credential files for ${credential:NAME} (default: $CREDENTIALS_DIRECTORY)"
 
 // cmdCheck validates a configuration: every refusal is printed as
@@ -43,12 +45,31 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		printRefusals(stderr, err)
 		return 1
 	}
+	if err := verifyStore(cfg); err != nil {
+		fmt.Fprintf(stderr, "error: %s\n", err)
+		return 1
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stdout, "warning: %s\n", w.String())
 	}
 	checkClassifications(context.Background(), cfg, stdout)
 	fmt.Fprintf(stdout, "%s: ok (%d connectors, listen %s)\n", *configPath, len(cfg.Connectors), cfg.Listen)
 	return 0
+}
+
+// verifyStore is what check can know of the store without opening it (which
+// would create a sqlite: file or a schema): the URL's form, the sqlite
+// directory and file. Its refusal is file:line: store.url: message.
+func verifyStore(cfg *config.Config) error {
+	err := store.Verify(cfg.Store.URL.Reveal())
+	var ce *store.ConfigError
+	if err == nil || !errors.As(err, &ce) {
+		return err
+	}
+	if cfg.Store.URLLine > 0 {
+		return fmt.Errorf("%s:%d: store.url: %s", cfg.File, cfg.Store.URLLine, ce.Msg)
+	}
+	return fmt.Errorf("%s: store.url: %s", cfg.File, ce.Msg)
 }
 
 func printRefusals(w io.Writer, err error) {
@@ -85,11 +106,32 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "config: ok (%d connectors)\n", len(cfg.Connectors))
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Log records wait until the report is written, so the two never
+	// interleave on a terminal; they follow it on stderr.
+	var logs lockedLog
+	defer func() {
+		if logs.Len() > 0 {
+			fmt.Fprintf(stderr, "[connecta] log records during doctor:\n%s", logs.String())
+		}
+	}()
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx := context.Background()
+	storeFailed := func(err error) int {
+		fmt.Fprintf(stdout, "store: FAILED %s: %v\n", store.Redact(cfg.Store.URL.Reveal()), err)
+		fmt.Fprintln(stdout, "connectors, identity provider, executor: not checked (they start only with a store)")
+		return fail("doctor found 1 problem(s)")
+	}
+	if err := verifyStore(cfg); err != nil {
+		return storeFailed(err)
+	}
 	a, err := build(ctx, cfg, log, true, nil)
 	if err != nil {
-		return fail("startup failed: %v", err)
+		var ce *store.ConfigError
+		if errors.As(err, &ce) || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrSchemaTooNew) {
+			return storeFailed(err)
+		}
+		fmt.Fprintf(stdout, "startup: FAILED %v\n", err)
+		return fail("doctor found 1 problem(s)")
 	}
 	defer a.Close()
 
@@ -196,4 +238,28 @@ func firstText(res *mcp.CallToolResult) string {
 		}
 	}
 	return ""
+}
+
+// lockedLog is a log destination safe for concurrent records.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -171,3 +171,78 @@ func TestVersion_FallbackOrder(t *testing.T) {
 		}
 	}
 }
+
+// Every command that reads the configuration takes --credentials-dir, and
+// its usage line says so (serve refused it; token's usage omitted it).
+func TestCLI_EveryConfigReadingCommandTakesCredentialsDir(t *testing.T) {
+	for _, c := range commands() {
+		if c.name == "version" || c.name == "help" || c.name == "init" {
+			continue
+		}
+		if !strings.Contains(c.synopsis, "[--credentials-dir DIR]") {
+			t.Errorf("%s: synopsis %q lacks [--credentials-dir DIR]", c.name, c.synopsis)
+		}
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "connecta-token"), []byte("s3cret-token-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("auth:\n  tokens:\n    - name: laptop\n      token: ${credential:connecta-token}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A taken address fails after the configuration loaded, before anything
+	// is spawned: reaching it proves the credential resolved.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, errOut := runCLI("serve", "--config", path, "--credentials-dir", dir, "--listen", ln.Addr().String())
+	if code != 1 || !strings.Contains(errOut, "address already in use") {
+		t.Fatalf("serve --credentials-dir: exit %d, stderr %s", code, errOut)
+	}
+	if code, _, errOut := runCLI("token", "list", "--config", path, "--credentials-dir", dir); code != 1 || !strings.Contains(errOut, "memory:") {
+		t.Fatalf("token list --credentials-dir: exit %d, stderr %s", code, errOut)
+	}
+}
+
+// --listen with --stdio is refused, not ignored.
+func TestServe_ListenWithStdioRefused(t *testing.T) {
+	code, out, errOut := runCLI("serve", "--stdio", "--listen", "127.0.0.1:0")
+	if code != 2 || out != "" || !strings.Contains(errOut, "--listen and --stdio") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+}
+
+// check verifies the store without opening it (a sqlite: file in a missing
+// directory said ok), and doctor reports it as `store: FAILED` on its own
+// line (it said `startup failed`), with no log record inside its report.
+func TestCheckAndDoctor_StoreInAMissingDirectoryFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	db := filepath.Join(dir, "missing", "state.db")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nstore:\n  url: \"sqlite:"+db+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("check", "--config", path)
+	if code != 1 || strings.Contains(out, "ok") || !strings.Contains(errOut, path+":3: store.url: directory "+filepath.Dir(db)) {
+		t.Fatalf("check: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("doctor", "--config", path)
+	if code != 1 || !strings.Contains(out, "config: ok") || !strings.Contains(out, "\nstore: FAILED sqlite:"+db+": ") ||
+		strings.Contains(out+errOut, "startup failed") || strings.Contains(out, "level=") {
+		t.Fatalf("doctor: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	// A writable directory passes check, and check created nothing there.
+	if err := os.Mkdir(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI("check", "--config", path); code != 0 {
+		t.Fatalf("check, directory present: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(db)); len(entries) != 0 {
+		t.Fatalf("check created %v", entries)
+	}
+}

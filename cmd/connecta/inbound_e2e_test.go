@@ -305,8 +305,10 @@ connectors:
 		t.Fatalf("no token issued yet, no credentials: HTTP %d %v", res.StatusCode, body)
 	}
 	code, out, errs := runCLI("token", "create", "Alice laptop", "--config", path)
-	secret, id := secretLine.FindStringSubmatch(out), tokenIDLine.FindStringSubmatch(out)
-	if code != 0 || secret == nil || id == nil {
+	// The secret alone on stdout (so $(connecta token create …) is it), the
+	// description on stderr.
+	secret, id := secretLine.FindStringSubmatch(out), tokenIDLine.FindStringSubmatch(errs)
+	if code != 0 || secret == nil || id == nil || out != secret[1]+"\n" {
 		t.Fatalf("token create: exit %d\n%s%s", code, out, errs)
 	}
 	for _, addr := range addrs {
@@ -386,6 +388,31 @@ func TestTokenCLI_RefusesMemoryAndNeedsAccessTokens(t *testing.T) {
 	_ = os.WriteFile(none, []byte("store: {url: \"sqlite:"+filepath.Join(dir, "s.db")+"\"}\n"), 0o600)
 	if code, _, errs := runCLI("token", "create", "x", "--config", none); code != 1 || !strings.Contains(errs, "accessTokens") {
 		t.Errorf("no accessTokens: exit %d %s", code, errs)
+	}
+	// Refused for its configuration: the sqlite: file was never created.
+	if _, err := os.Stat(filepath.Join(dir, "s.db")); !os.IsNotExist(err) {
+		t.Errorf("a refused command created the store file: %v", err)
+	}
+	// A name with markup says that markup is the problem, before any file.
+	some := filepath.Join(dir, "some.yaml")
+	_ = os.WriteFile(some, []byte("accessTokens: {}\nstore: {url: \"sqlite:"+filepath.Join(dir, "t.db")+"\"}\n"), 0o600)
+	if code, out, errs := runCLI("token", "create", "<b>x</b>", "--config", some); code != 2 || out != "" || !strings.Contains(errs, "markup") {
+		t.Errorf("markup name: exit %d %q %s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t.db")); !os.IsNotExist(err) {
+		t.Errorf("a refused name created the store file: %v", err)
+	}
+	if code, _, errs := runCLI("credential", "set", "nope", "k", "--config", some); code != 1 || !strings.Contains(errs, `no connector "nope"`) {
+		t.Errorf("credential set nope: exit %d %s", code, errs)
+	}
+	if code, _, errs := runCLI("oauth", "revoke", "nope", "--config", some); code != 1 || !strings.Contains(errs, `no connector "nope"`) {
+		t.Errorf("oauth revoke nope: exit %d %s", code, errs)
+	}
+	if code, _, errs := runCLI("vault", "reseal", "--config", some); code != 1 || !strings.Contains(errs, "vault is not configured") {
+		t.Errorf("vault reseal without keys: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t.db")); !os.IsNotExist(err) {
+		t.Errorf("a refused command created the store file: %v", err)
 	}
 	if code, _, _ := runCLI("token", "frobnicate", "--config", none); code != 2 {
 		t.Errorf("unknown verb: exit %d", code)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -614,5 +615,85 @@ connectors:
 	}
 	if srv.cmd.ProcessState != nil {
 		t.Fatal("the server exited on SIGHUP")
+	}
+}
+
+// SIGTERM drains with the listener open: /health answers 503
+// shutting_down, a new /mcp request 503 server_shutting_down with
+// Retry-After, the call in flight finishes with its result, then the
+// process exits 0 (the listener used to close at SIGTERM, so every poll
+// was refused).
+func TestDrain_HealthAndNewRequestsAnswer503WhileInFlightWorkFinishes(t *testing.T) {
+	fixture := freeAddr(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	s := pingServer()
+	s.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"held":true}`}}}, nil
+		})
+	ln, err := net.Listen("tcp", fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsrv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil), ReadHeaderTimeout: time.Second}
+	go func() { _ = fsrv.Serve(ln) }()
+	t.Cleanup(func() { _ = fsrv.Close() })
+
+	srv := startServer(t, fmt.Sprintf("executor: {spares: 0}\nconnectors:\n  - id: remote\n    url: http://%s/mcp\n", fixture))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := srv.client(t, ctx, "")
+	type answer struct {
+		text  string
+		isErr bool
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		text, isErr, err := callTool(ctx, cs, "remote.hold")
+		done <- answer{text, isErr, err}
+	}()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the held call never reached the downstream")
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, srv, "shutting down", 1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, h := srv.health(t) // fails the test on a refused connection
+		if code == http.StatusServiceUnavailable && h.Status == "shutting_down" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health while draining: %d %+v", code, h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Post("http://"+srv.addr+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatalf("new /mcp request while draining: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"server_shutting_down"`) {
+		t.Fatalf("new /mcp request while draining: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	close(release)
+	a := <-done
+	if a.err != nil || a.isErr || !strings.Contains(a.text, "held") {
+		t.Fatalf("the in-flight call: %+v", a)
+	}
+	if err := srv.cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, srv.stderr.String())
 	}
 }

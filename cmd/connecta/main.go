@@ -33,19 +33,21 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"serve", "serve [--config FILE] [--listen HOST:PORT] [--stdio]", "run the server (the default command)", cmdServe},
+		{"serve", "serve [--config FILE] [--credentials-dir DIR] [--listen HOST:PORT | --stdio]", "run the server (the default command)", cmdServe},
 		{"check", "check --config FILE [--credentials-dir DIR]", "validate a configuration file",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCheck(a, o, e) }},
 		{"doctor", "doctor [--config FILE] [--credentials-dir DIR]", "check the configuration, every connector, the store and the executor",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdDoctor(a, o, e) }},
-		{"oauth", "oauth revoke CONNECTOR --config FILE", "revoke a connector's downstream OAuth grant",
+		{"oauth", "oauth revoke CONNECTOR --config FILE [--credentials-dir DIR]", "revoke a connector's downstream OAuth grant",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdOAuth(a, o, e) }},
-		{"vault", "vault reseal --config FILE", "re-seal every stored secret under vault.active",
+		{"vault", "vault reseal --config FILE [--credentials-dir DIR]", "re-seal every stored secret under vault.active",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVault(a, o, e) }},
-		{"credential", "credential set|delete CONNECTOR NAME --config FILE", "set (value on stdin) or delete a connector credential in the vault",
+		{"credential", "credential set|delete CONNECTOR NAME --config FILE [--credentials-dir DIR]", "set (value on stdin) or delete a connector credential in the vault",
 			func(a []string, i io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCredential(a, i, o, e) }},
-		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE", "issue, list, rename or revoke operator-issued access tokens",
+		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE [--credentials-dir DIR]", "issue, list, rename or revoke operator-issued access tokens",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdToken(a, o, e) }},
+		{"init", "init [DIR]", "write a starter deployment into a new directory (default " + defaultInitDir + ")",
+			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdInit(a, o, e) }},
 		{"version", "version", "print the version",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVersion(a, o, e) }},
 		{"help", "help [command]", "show help for connecta or one command", nil},
@@ -59,6 +61,13 @@ func findCommand(name string) (command, bool) {
 		}
 	}
 	return command{}, false
+}
+
+// usageLine is a command's one-line usage, from its synopsis (the one home
+// of a command's flags in prose).
+func usageLine(name string) string {
+	c, _ := findCommand(name)
+	return "usage: connecta " + c.synopsis
 }
 
 func usage() string {
@@ -176,8 +185,13 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	configPath := fs.String("config", "", "configuration file (default: the embedded demo configuration)")
 	listen := fs.String("listen", "", "HOST:PORT to listen on (overrides the file)")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP")
+	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
 	if code, done := fs.parse(args); done {
 		return code
+	}
+	if *stdio && *listen != "" {
+		fmt.Fprintln(stderr, "connecta serve: --listen and --stdio exclude each other: --stdio serves MCP on stdin/stdout and listens nowhere")
+		return 2
 	}
 	log := newLogger(stderr)
 	// SIGHUP reloads (docs/DECISIONS.md); caught from the start so an early one
@@ -185,7 +199,7 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	cfg, err := loadConfig(*configPath, "")
+	cfg, err := loadConfig(*configPath, *credentialsDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "connecta:", err)
 		return 1
@@ -202,7 +216,7 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log,
-		reload: hup, source: reloadSource{path: *configPath, listen: *listen}}); err != nil {
+		reload: hup, source: reloadSource{path: *configPath, listen: *listen, credentialsDir: *credentialsDir}}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 0
 		}

@@ -34,7 +34,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		id = fs.Arg(0)
 	}
 	if !revoke || id == "" || *configPath == "" {
-		fmt.Fprintln(stderr, "usage: connecta oauth revoke CONNECTOR --config FILE")
+		fmt.Fprintln(stderr, usageLine("oauth"))
 		return 2
 	}
 	cfg, err := config.Load(*configPath, resolver(*credentialsDir))
@@ -43,7 +43,11 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	c := cfg.Connector(id)
-	if c == nil || c.OAuth == nil {
+	if c == nil {
+		fmt.Fprintf(stderr, "connecta oauth revoke: there is no connector %q in %s\n", id, *configPath)
+		return 1
+	}
+	if c.OAuth == nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: connector %q is not an OAuth connector in %s\n", id, *configPath)
 		return 1
 	}

@@ -12,6 +12,8 @@ import (
 type reloadSource struct {
 	path   string // "" = the embedded default
 	listen string // --listen, re-applied so it never reads as a change
+	// credentialsDir is --credentials-dir ("" = $CREDENTIALS_DIRECTORY).
+	credentialsDir string
 }
 
 // reload applies SIGHUP: re-read and validate the file; an invalid one
@@ -21,7 +23,7 @@ type reloadSource struct {
 // needing a restart.
 func reload(a *app.App, src reloadSource, log *slog.Logger) {
 	log.Info("reloading configuration", "file", src.path)
-	next, err := loadConfig(src.path, "")
+	next, err := loadConfig(src.path, src.credentialsDir)
 	if err == nil && src.listen != "" {
 		err = next.SetListen(src.listen)
 	}

@@ -25,7 +25,7 @@ const (
 )
 
 // resolver resolves secret references from this process's environment and
-// a credentials directory: credentialsDir when given (`check` and `doctor`
+// a credentials directory: credentialsDir when given (--credentials-dir,
 // outside systemd), else systemd's $CREDENTIALS_DIRECTORY.
 func resolver(credentialsDir string) config.Resolver {
 	if credentialsDir == "" {
@@ -151,7 +151,15 @@ func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	a.Server.BeginShutdown()
 	drainCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(drainCtx); err != nil && errors.Is(err, context.DeadlineExceeded) {
+	// The listener stays open while requests are in flight: /health answers
+	// 503 shutting_down and new /mcp requests 503 server_shutting_down with
+	// Retry-After (a load balancer's poll must see the drain, not a refused
+	// connection); it closes once they are done or the grace is over.
+	drainErr := a.Server.WaitIdle(drainCtx)
+	if drainErr == nil {
+		drainErr = srv.Shutdown(drainCtx)
+	}
+	if drainErr != nil && errors.Is(drainErr, context.DeadlineExceeded) {
 		// Grace is over: close the executor so running programs end
 		// executor_closed and their responses can still be written.
 		o.log.Warn("grace period over; closing the executor", "inFlight", a.Server.InFlight())

@@ -8,10 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/connecta-dev/connecta/accesstoken"
 	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
 )
-
-const tokenUsage = "usage: connecta token create NAME | list | rename ID NAME | revoke ID --config FILE"
 
 // cmdToken is `connecta token create NAME | list | rename ID NAME | revoke
 // ID --config FILE`: operator-issued access tokens, for deployments without
@@ -20,7 +20,7 @@ const tokenUsage = "usage: connecta token create NAME | list | rename ID NAME | 
 // a durable store.
 func cmdToken(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, tokenUsage)
+		fmt.Fprintln(stderr, usageLine("token"))
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" {
@@ -32,24 +32,32 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	want := map[string]int{"create": 1, "list": 0, "rename": 2, "revoke": 1}
 	n, known := want[verb]
 	if !known {
-		fmt.Fprintln(stderr, tokenUsage)
+		fmt.Fprintln(stderr, usageLine("token"))
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	cfg, st, _, pos, code := openWritableStore(ctx, "token", args[1:], stdout, stderr)
+	cfg, st, _, pos, code := openWritableStore(ctx, "token", args[1:], stdout, stderr, func(cfg *config.Config, pos []string) int {
+		if len(pos) != n {
+			fmt.Fprintln(stderr, usageLine("token"))
+			return 2
+		}
+		if !cfg.AccessTokens.Enabled {
+			fmt.Fprintf(stderr, "connecta token: %s has no accessTokens section; add `accessTokens: {maxActive: 100}` to issue tokens\n", cfg.File)
+			return 1
+		}
+		if verb == "create" || verb == "rename" {
+			if _, err := accesstoken.NormalizeName(pos[n-1]); err != nil {
+				fmt.Fprintf(stderr, "connecta token %s: %v\n", verb, err)
+				return 2
+			}
+		}
+		return 0
+	})
 	if st == nil {
 		return code
 	}
 	defer st.Close()
-	if len(pos) != n {
-		fmt.Fprintln(stderr, tokenUsage)
-		return 2
-	}
-	if !cfg.AccessTokens.Enabled {
-		fmt.Fprintf(stderr, "connecta token: %s has no accessTokens section; add `accessTokens: {maxActive: 100}` to issue tokens\n", cfg.File)
-		return 1
-	}
 	m, err := app.NewAccessTokens(cfg, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta token: %v\n", err)
@@ -63,7 +71,9 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "connecta token create: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "token %s (%q) created; its secret, shown only now:\n%s\n", t.ID, t.Name, secret)
+		// The secret alone on stdout, so $(connecta token create x) is it.
+		fmt.Fprintf(stderr, "token %s (%q) created; its secret, shown only now, is on standard output\n", t.ID, t.Name)
+		fmt.Fprintln(stdout, secret)
 	case "list":
 		list, err := m.List(ctx)
 		if err != nil {

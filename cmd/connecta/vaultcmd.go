@@ -26,8 +26,12 @@ const cliTimeout = 2 * time.Minute
 
 // openWritableStore loads the config and opens its store for a command
 // that writes it; memory: is refused (it would write into a store no server
-// shares, then vanish).
-func openWritableStore(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (cfg *config.Config, st store.Store, v *vault.Vault, rest []string, code int) {
+// shares, then vanish). refuse (nil: none) sees the configuration and the
+// positional arguments before the store is opened: a command refused for
+// its configuration or its arguments creates no file (a sqlite: store is
+// created by opening it). It prints its own message and returns the exit
+// code, 0 to go on.
+func openWritableStore(ctx context.Context, name string, args []string, stdout, stderr io.Writer, refuse func(cfg *config.Config, pos []string) int) (cfg *config.Config, st store.Store, v *vault.Vault, rest []string, code int) {
 	fs := newFlagSet(name, stdout, stderr)
 	configPath := fs.String("config", "", "configuration file (its store and vault)")
 	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
@@ -60,6 +64,11 @@ func openWritableStore(ctx context.Context, name string, args []string, stdout, 
 	if kind, _ := store.Scheme(url); kind == "memory" {
 		fmt.Fprintf(stderr, "connecta %s: the store of %s is memory:, which lives only inside a running server; set store.url to sqlite:PATH or postgres://… to write it from the command line\n", name, *configPath)
 		return nil, nil, nil, nil, 1
+	}
+	if refuse != nil {
+		if code := refuse(cfg, pos); code != 0 {
+			return nil, nil, nil, nil, code
+		}
 	}
 	st, err = store.Open(ctx, url, store.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -108,20 +117,26 @@ func cmdVault(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "usage: connecta %s\n\n%s.\n", c.synopsis, c.summary)
 			return 0
 		}
-		fmt.Fprintln(stderr, "usage: connecta vault reseal --config FILE")
+		fmt.Fprintln(stderr, usageLine("vault"))
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	_, st, v, pos, code := openWritableStore(ctx, "vault", args[1:], stdout, stderr)
+	_, st, v, _, code := openWritableStore(ctx, "vault", args[1:], stdout, stderr, func(cfg *config.Config, pos []string) int {
+		if len(pos) > 0 {
+			fmt.Fprintf(stderr, "connecta vault reseal: unexpected argument %q\n", pos[0])
+			return 2
+		}
+		if len(cfg.Vault.Keys) == 0 {
+			fmt.Fprintf(stderr, "connecta vault reseal: %v\n", vault.ErrNotConfigured)
+			return 1
+		}
+		return 0
+	})
 	if st == nil {
 		return code
 	}
 	defer st.Close()
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "connecta vault reseal: unexpected argument %q\n", pos[0])
-		return 2
-	}
 	r, err := v.Reseal(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta vault reseal: %v\n", err)
@@ -141,36 +156,42 @@ func cmdVault(args []string, stdout, stderr io.Writer) int {
 // FILE`; set reads the value from standard input (one trailing newline is
 // dropped) and never echoes it.
 func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	const usageLine = "usage: connecta credential set|delete CONNECTOR NAME --config FILE   (set reads the value from standard input)"
+	usage := usageLine("credential") + "   (set reads the value from standard input)"
 	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, usageLine)
+			fmt.Fprintln(stdout, usage)
 			return 0
 		}
-		fmt.Fprintln(stderr, usageLine)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	verb := args[0]
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	cfg, st, v, pos, code := openWritableStore(ctx, "credential", args[1:], stdout, stderr)
+	_, st, v, pos, code := openWritableStore(ctx, "credential", args[1:], stdout, stderr, func(cfg *config.Config, pos []string) int {
+		if len(pos) != 2 {
+			fmt.Fprintln(stderr, usage)
+			return 2
+		}
+		if cfg.Connector(pos[0]) == nil {
+			fmt.Fprintf(stderr, "connecta credential %s: no connector %q in %s\n", verb, pos[0], cfg.File)
+			return 1
+		}
+		if pos[1] == "" || len(pos[1]) > 128 {
+			fmt.Fprintf(stderr, "connecta credential %s: NAME must be 1-128 bytes\n", verb)
+			return 2
+		}
+		if verb == "set" && len(cfg.Vault.Keys) == 0 {
+			fmt.Fprintf(stderr, "connecta credential set: %v\n", vault.ErrNotConfigured)
+			return 1
+		}
+		return 0
+	})
 	if st == nil {
 		return code
 	}
 	defer st.Close()
-	if len(pos) != 2 {
-		fmt.Fprintln(stderr, usageLine)
-		return 2
-	}
 	connector, name := pos[0], pos[1]
-	if cfg.Connector(connector) == nil {
-		fmt.Fprintf(stderr, "connecta credential %s: no connector %q in %s\n", verb, connector, cfg.File)
-		return 1
-	}
-	if name == "" || len(name) > 128 {
-		fmt.Fprintf(stderr, "connecta credential %s: NAME must be 1-128 bytes\n", verb)
-		return 2
-	}
 	switch verb {
 	case "set":
 		if !v.Configured() {

@@ -2,6 +2,7 @@ package rawmcp
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -12,10 +13,47 @@ import (
 // context that carries it (WithSlot); concurrent calls each carry their own,
 // so they never mix. The zero value is ready to use.
 type Slot struct {
-	mu     sync.Mutex
-	result []byte
-	got    bool
-	forget []func() // drop pending registrations whose answer never came
+	// ProgressToken, when set, is the progress token the request carries:
+	// the transport counts the notifications/progress for it that it reads
+	// before the result (ProgressSeen), so the caller can wait until the
+	// SDK's handler, which runs on another goroutine, has delivered them.
+	ProgressToken string
+
+	mu       sync.Mutex
+	result   []byte
+	got      bool
+	progress int
+	forget   []func() // drop pending registrations whose answer never came
+}
+
+// ProgressSeen is how many notifications/progress for ProgressToken the
+// transport read while the slot was pending.
+func (s *Slot) ProgressSeen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress
+}
+
+func (s *Slot) sawProgress() {
+	s.mu.Lock()
+	s.progress++
+	s.mu.Unlock()
+}
+
+// progressToken returns the progressToken of a notifications/progress
+// message's params, "" for anything else.
+func progressToken(method string, params []byte) string {
+	if method != "notifications/progress" {
+		return ""
+	}
+	var p struct {
+		Token any `json:"progressToken"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	t, _ := p.Token.(string)
+	return t
 }
 
 // Release forgets the slot's pending requests; call it when the call ends.
@@ -70,27 +108,34 @@ func (t rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawConn{Connection: conn, pending: map[any]*Slot{}}, nil
+	return &rawConn{Connection: conn, pending: map[any]*Slot{}, tokens: map[string]*Slot{}}, nil
 }
 
 type rawConn struct {
 	mcp.Connection
 	mu      sync.Mutex
-	pending map[any]*Slot // request ID → slot
+	pending map[any]*Slot    // request ID → slot
+	tokens  map[string]*Slot // progress token → slot
 }
 
 func (c *rawConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		if slot := slotFrom(ctx); slot != nil {
-			id := req.ID.Raw()
+			id, token := req.ID.Raw(), slot.ProgressToken
 			c.mu.Lock()
 			c.pending[id] = slot
+			if token != "" {
+				c.tokens[token] = slot
+			}
 			c.mu.Unlock()
 			slot.mu.Lock()
 			slot.forget = append(slot.forget, func() {
 				c.mu.Lock()
 				if c.pending[id] == slot {
 					delete(c.pending, id)
+				}
+				if token != "" && c.tokens[token] == slot {
+					delete(c.tokens, token)
 				}
 				c.mu.Unlock()
 			})
@@ -111,6 +156,16 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if err != nil {
 		return msg, err
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
+		if token := progressToken(req.Method, req.Params); token != "" {
+			c.mu.Lock()
+			slot := c.tokens[token]
+			c.mu.Unlock()
+			if slot != nil {
+				slot.sawProgress()
+			}
+		}
 	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
 		c.mu.Lock()

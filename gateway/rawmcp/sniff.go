@@ -128,13 +128,23 @@ func (s *rawSniffer) event() {
 	}
 }
 
-// match stores msg's result when it is the response to our request.
+// match stores msg's result when it is the response to our request, and
+// counts the progress notifications for the slot's token before it.
 func (s *rawSniffer) match(msg []byte) {
 	var resp struct {
 		ID     any             `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
 		Result json.RawMessage `json:"result"`
 	}
-	if json.Unmarshal(msg, &resp) != nil || resp.Result == nil || resp.ID != s.id {
+	if json.Unmarshal(msg, &resp) != nil {
+		return
+	}
+	if resp.ID == nil && s.slot.ProgressToken != "" && progressToken(resp.Method, resp.Params) == s.slot.ProgressToken {
+		s.slot.sawProgress()
+		return
+	}
+	if resp.Result == nil || resp.ID != s.id {
 		return
 	}
 	s.slot.set(resp.Result)

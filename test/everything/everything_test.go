@@ -245,6 +245,7 @@ func exercise(t *testing.T, spec gateway.ConnectorSpec) {
 	t.Run("E4_NotReadOnlyRefusedWithoutApproval", func(t *testing.T) { testRefusal(t, f) })
 	t.Run("E4_AllowWriteRoundTrip", func(t *testing.T) { testAllowWrite(t, f) })
 	t.Run("V2_ActivityRecorded", func(t *testing.T) { testActivity(t, f) })
+	t.Run("ProgressForwardedWithTotalLastOneIncluded", func(t *testing.T) { testProgress(t, f) })
 	// Operator classification needs its own gateway (the spec's lists).
 	t.Run("S6_OperatorClassification", func(t *testing.T) { testClassification(t, spec) })
 }
@@ -410,6 +411,28 @@ func testDescribe(t *testing.T, f *fixture) {
 	}
 	if !strings.Contains(string(page.Tools[1]), `"everything.echo"`) {
 		t.Errorf("close miss does not suggest everything.echo: %s", page.Tools[1])
+	}
+}
+
+// server-everything's long-running operation sends "i of steps" with its
+// last notification right before the result: every one reaches the call's
+// callback, with its total (the last was lost, and total never passed).
+func testProgress(t *testing.T, f *fixture) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	scope := f.gw.NewScope()
+	defer scope.Close()
+	var got []string
+	_, gerr := f.gw.Invoke(ctx, scope, gateway.CallRequest{
+		Address: connectorID + ".trigger-long-running-operation", Args: json.RawMessage(`{"duration":0.2,"steps":4}`),
+		Front: gateway.FrontDoorTopLevel, Source: "call_tool", RequestID: "req-progress", Actor: "everything-test",
+		Progress: func(p gateway.Progress) { got = append(got, fmt.Sprintf("%g/%g", p.Progress, p.Total)) },
+	})
+	if gerr != nil {
+		t.Fatalf("%s: %s", gerr.Code, gerr.Message)
+	}
+	if want := "[1/4 2/4 3/4 4/4]"; fmt.Sprint(got) != want {
+		t.Fatalf("progress %v, want %s", got, want)
 	}
 }
 

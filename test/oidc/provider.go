@@ -148,6 +148,20 @@ func Start(t testing.TB, opts Options) *Provider {
 	return p
 }
 
+// Run starts a provider outside a test (`make console-demo`); the caller
+// stops it. A missing node or package is an error saying what to install.
+func Run(opts Options) (*Provider, error) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, errors.New("node is not on PATH; install node >= 20.19 and run `make oidc-provider`")
+	}
+	dir := testdataDir()
+	if err := checkInstalled(dir); err != nil {
+		return nil, fmt.Errorf("%v; run `make oidc-provider`", err)
+	}
+	return start(node, dir, opts)
+}
+
 func checkInstalled(dir string) error {
 	var pin struct {
 		Dependencies map[string]string `json:"dependencies"`
