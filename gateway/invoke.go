@@ -240,12 +240,16 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 		}
 	}
 
-	// Admission, inside the same deadline.
+	// Call admission, immediately before the attempt and inside the same
+	// deadline: a refusal is never sent downstream.
 	t1 := g.now()
-	release, err := c.acquire(callCtx)
+	release, refusal, err := c.gate.admit(callCtx, callerPartition(req))
 	res.AdmissionTime = g.now().Sub(t1)
-	if err != nil {
+	switch {
+	case err != nil:
 		return finish(ctxFailure())
+	case refusal != nil:
+		return finish(refusal)
 	}
 	defer release()
 

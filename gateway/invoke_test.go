@@ -501,7 +501,7 @@ func TestSession_ExpiryReconnectsOnce(t *testing.T) {
 
 func TestDeadline_AdmissionAndScope(t *testing.T) {
 	spec := inProcessSpec("t", nil)
-	spec.MaxConcurrency = 1
+	spec.Admission = &CallAdmission{MaxConcurrency: 1, MaxQueueSize: 32, QueueTimeout: time.Minute, RetryAfter: time.Second}
 	env := newTestGateway(t, 300*time.Millisecond, spec)
 	if _, gerr := env.call(t, "t.read_items", "", false); gerr != nil { // warm the catalog
 		t.Fatal(errJSON(t, gerr))
@@ -514,7 +514,7 @@ func TestDeadline_AdmissionAndScope(t *testing.T) {
 	}()
 	// Wait until the hanging call holds the only permit.
 	c := env.g.lookup("t")
-	for len(c.admit) == 0 {
+	for c.gate.snapshot().Active == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	res, gerr := env.call(t, "t.read_items", "", false)

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Store operations of the shared call budgets.
+const (
+	opTakeCall     = "take_call"
+	opSweepBudgets = "sweep_call_budgets"
+)
+
+// callBudgetSweepEvery is how often a replica deletes budget rows with no
+// call left in their window (at most callBudgetSweepLimit per run).
+const (
+	callBudgetSweepEvery = time.Minute
+	callBudgetSweepLimit = 1000
+)
+
+// CallBudgets are downstream call budgets every replica on one PostgreSQL
+// counts against (docs/replicas.md "Call budgets"): one row per
+// (connector, partition) holds the start times of the calls in its rolling
+// window, and each call is one atomic upsert — a single round trip — that
+// either appends its time or says when the oldest call that must leave the
+// window does. Times come from the database's clock, so replicas' clocks
+// never disagree about a window.
+type CallBudgets struct {
+	s *sqlStore
+
+	mu        sync.Mutex
+	lastSweep time.Time
+}
+
+// NewCallBudgets returns the shared budgets of st: PostgreSQL only
+// (ErrNotShared otherwise; SQLite and memory: keep budgets in the process).
+func NewCallBudgets(st Store) (*CallBudgets, error) {
+	s, ok := st.(*sqlStore)
+	if !ok || s.d.kind != "postgres" {
+		return nil, ErrNotShared
+	}
+	return &CallBudgets{s: s}, nil
+}
+
+// takeCallSQL is one rolling-window decision. The upsert locks the row, and
+// under READ COMMITTED a conflicting upsert re-reads the row another
+// replica just committed, so concurrent calls on every replica serialize on
+// it. The window's live calls are those after now − window; a call is
+// admitted when fewer than maxCalls are live, and otherwise retries after
+// the (n − maxCalls + 1)-th oldest of the n live calls leaves.
+const takeCallSQL = `
+INSERT INTO call_budgets AS b (connector, partition_key, calls, admitted, now_ms, expires_at_ms)
+SELECT $1, $2, ARRAY[n.ms], TRUE, n.ms, n.ms + $4
+FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS ms) n
+ON CONFLICT (connector, partition_key) DO UPDATE SET
+    admitted = cardinality(ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4)) < $3,
+    calls = ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4 ORDER BY t)
+        || CASE WHEN cardinality(ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4)) < $3
+           THEN ARRAY[EXCLUDED.now_ms] ELSE ARRAY[]::BIGINT[] END,
+    now_ms = EXCLUDED.now_ms,
+    expires_at_ms = CASE WHEN cardinality(ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4)) < $3
+        THEN EXCLUDED.now_ms + $4 ELSE b.expires_at_ms END
+RETURNING admitted, CASE WHEN admitted THEN 0 ELSE calls[cardinality(calls) - $3 + 1] + $4 - now_ms END`
+
+// TakeCall records one call of (connector, partition) when fewer than
+// maxCalls were made in the last window, on any replica; otherwise it
+// records nothing and returns how long until one fits. A failure of the
+// database is an *Error matching ErrUnavailable.
+func (b *CallBudgets) TakeCall(ctx context.Context, connector, partition string, maxCalls int, window time.Duration) (bool, time.Duration, error) {
+	var ok bool
+	var retryMs int64
+	err := b.s.do(ctx, opTakeCall, func(ctx context.Context) error {
+		return b.s.db.QueryRowContext(ctx, takeCallSQL, connector, partition, maxCalls, window.Milliseconds()).Scan(&ok, &retryMs)
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	b.maybeSweep(ctx)
+	return ok, time.Duration(max(retryMs, 0)) * time.Millisecond, nil
+}
+
+// maybeSweep deletes, at most once a minute per replica, rows whose every
+// call has left its window (they reset nothing: such a row admits the next
+// call whether it exists or not).
+func (b *CallBudgets) maybeSweep(ctx context.Context) {
+	b.mu.Lock()
+	due := time.Since(b.lastSweep) >= callBudgetSweepEvery
+	if due {
+		b.lastSweep = time.Now()
+	}
+	b.mu.Unlock()
+	if !due {
+		return
+	}
+	_ = b.s.do(ctx, opSweepBudgets, func(ctx context.Context) error {
+		_, err := b.s.db.ExecContext(ctx, `DELETE FROM call_budgets WHERE (connector, partition_key) IN (
+			SELECT connector, partition_key FROM call_budgets
+			WHERE expires_at_ms < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT $1)`, callBudgetSweepLimit)
+		return err
+	})
+}
