@@ -181,7 +181,11 @@ func ceilMs(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := int64(d / time.Millisecond) // no addition: d may be the saturated maximum
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
 }
 
 // retryHint is a downstream 429's retryAfterMs when it sent no Retry-After.

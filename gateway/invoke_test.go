@@ -325,6 +325,7 @@ func TestE2_ClassifiesHTTPFailures(t *testing.T) {
 		{"429 Retry-After HTTP date", "call:429date", CodeRateLimited, true, []check{retryAfter(80_000, 91_000)}},
 		{"500 unavailable", "call:status=500", CodeUnavailable, true, []check{originIs}},
 		{"503 unavailable", "call:status=503", CodeUnavailable, true, []check{originIs}},
+		{"503 with Retry-After is rate_limited", "call:503secs", CodeRateLimited, true, []check{retryAfter(7000, 7000)}},
 		{"other status is not invented", "call:status=418", CodeConnectorCallFailed, false, nil},
 		{"connection reset", "call:reset", CodeUnavailable, true, []check{originIs, hasDetail("code", "ECONNRESET")}},
 		{"connection closed", "call:eof", CodeUnavailable, true, []check{originIs}},
