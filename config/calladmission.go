@@ -33,7 +33,7 @@ const (
 	DefaultCallAdmissionRetryAfter    = 1000 * time.Millisecond
 	DefaultCallAdmissionMaxPartitions = 1024
 
-	maxCallBudgetCalls    = 1_000_000
+	maxCallBudgetCalls    = 100_000
 	maxCallBudgetWindowMs = 86_400_000 // one day
 	maxCallPartitions     = 100_000
 )

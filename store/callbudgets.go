@@ -20,12 +20,15 @@ const (
 )
 
 // CallBudgets are downstream call budgets every replica on one PostgreSQL
-// counts against (docs/replicas.md "Call budgets"): one row per
-// (connector, partition) holds the start times of the calls in its rolling
-// window, and each call is one atomic upsert — a single round trip — that
-// either appends its time or says when the oldest call that must leave the
-// window does. Times come from the database's clock, so replicas' clocks
-// never disagree about a window.
+// counts against (docs/replicas.md "Call budgets"). One row per
+// (connector, partition, maxCalls) is a ring of the times of the last
+// maxCalls admitted calls and the slot of the oldest: a call is admitted
+// exactly when that oldest one has left the window, and then takes its
+// slot; a refused call waits until it leaves. Each call is one atomic
+// upsert — one round trip — whose cost does not grow with the window's
+// calls beyond rewriting the row. Times come from the database's clock, so
+// replicas' clocks never disagree about a window; a changed maxCalls (a
+// reload) starts a new ring.
 type CallBudgets struct {
 	s *sqlStore
 
@@ -46,22 +49,23 @@ func NewCallBudgets(st Store) (*CallBudgets, error) {
 // takeCallSQL is one rolling-window decision. The upsert locks the row, and
 // under READ COMMITTED a conflicting upsert re-reads the row another
 // replica just committed, so concurrent calls on every replica serialize on
-// it. The window's live calls are those after now − window; a call is
-// admitted when fewer than maxCalls are live, and otherwise retries after
-// the (n − maxCalls + 1)-th oldest of the n live calls leaves.
+// it. now is never earlier than the row's last (a statement that waited for
+// the lock read the clock before it), so the ring stays in time order. An
+// empty slot (NULL: fewer than maxCalls calls so far) is free.
 const takeCallSQL = `
-INSERT INTO call_budgets AS b (connector, partition_key, calls, admitted, now_ms, expires_at_ms)
-SELECT $1, $2, ARRAY[n.ms], TRUE, n.ms, n.ms + $4
+INSERT INTO call_budgets AS b (connector, partition_key, max_calls, calls, next_slot, admitted, now_ms, expires_at_ms)
+SELECT $1, $2, $3::BIGINT, ARRAY[n.ms], 1 % $3::BIGINT + 1, TRUE, n.ms, n.ms + $4::BIGINT
 FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS ms) n
-ON CONFLICT (connector, partition_key) DO UPDATE SET
-    admitted = cardinality(ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4)) < $3,
-    calls = ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4 ORDER BY t)
-        || CASE WHEN cardinality(ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4)) < $3
-           THEN ARRAY[EXCLUDED.now_ms] ELSE ARRAY[]::BIGINT[] END,
-    now_ms = EXCLUDED.now_ms,
-    expires_at_ms = CASE WHEN cardinality(ARRAY(SELECT t FROM unnest(b.calls) AS t WHERE t > EXCLUDED.now_ms - $4)) < $3
-        THEN EXCLUDED.now_ms + $4 ELSE b.expires_at_ms END
-RETURNING admitted, CASE WHEN admitted THEN 0 ELSE calls[cardinality(calls) - $3 + 1] + $4 - now_ms END`
+ON CONFLICT (connector, partition_key, max_calls) DO UPDATE SET
+    admitted = COALESCE(b.calls[b.next_slot] <= GREATEST(EXCLUDED.now_ms, b.now_ms) - $4::BIGINT, TRUE),
+    calls[b.next_slot] = CASE WHEN COALESCE(b.calls[b.next_slot] <= GREATEST(EXCLUDED.now_ms, b.now_ms) - $4::BIGINT, TRUE)
+        THEN GREATEST(EXCLUDED.now_ms, b.now_ms) ELSE b.calls[b.next_slot] END,
+    next_slot = CASE WHEN COALESCE(b.calls[b.next_slot] <= GREATEST(EXCLUDED.now_ms, b.now_ms) - $4::BIGINT, TRUE)
+        THEN b.next_slot % $3::BIGINT + 1 ELSE b.next_slot END,
+    now_ms = GREATEST(EXCLUDED.now_ms, b.now_ms),
+    expires_at_ms = CASE WHEN COALESCE(b.calls[b.next_slot] <= GREATEST(EXCLUDED.now_ms, b.now_ms) - $4::BIGINT, TRUE)
+        THEN GREATEST(EXCLUDED.now_ms, b.now_ms) + $4::BIGINT ELSE b.expires_at_ms END
+RETURNING admitted, CASE WHEN admitted THEN 0 ELSE calls[next_slot] + $4::BIGINT - now_ms END`
 
 // TakeCall records one call of (connector, partition) when fewer than
 // maxCalls were made in the last window, on any replica; otherwise it
