@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,7 +102,8 @@ func newCallGate(g *Gateway, id string, rule *CallAdmission) *callGate {
 // nothing: no budget entry was taken).
 var errAdmissionCancelled = errors.New("cancelled while waiting for call admission")
 
-// admit takes the permit for one tools/call attempt, immediately before it:
+// admit takes the permit for one tools/call attempt, immediately before it
+// (release is idempotent):
 // the partition's concurrency permit first (queueing), then one entry of
 // its budget. A refusal is a *Error (rate_limited, or unavailable when a
 // shared budget's store failed); errAdmissionCancelled when ctx ended.
@@ -109,7 +111,8 @@ func (cg *callGate) admit(ctx context.Context, actor string) (release func(), ge
 	if cg.rule == nil {
 		cg.unbounded.Add(1)
 		cg.admitted.Add(1)
-		return func() { cg.unbounded.Add(-1) }, nil, nil
+		var once sync.Once
+		return func() { once.Do(func() { cg.unbounded.Add(-1) }) }, nil, nil
 	}
 	key := ""
 	if cg.rule.PerCaller {

@@ -251,13 +251,14 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	case refusal != nil:
 		return finish(refusal)
 	}
-	defer release()
+	defer release() // also on a panic; released right after the attempt below
 
 	// Exactly one downstream attempt (Y1).
 	res.Attempts = 1
 	ex := &rawmcp.Exchange{}
 	t2 := g.now()
 	raw, result, err := c.call(withProgress(rawmcp.WithExchange(callCtx, ex), req.Progress), scope, toolName, args)
+	release() // the permit covers the attempt only, not what is done with its result
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
 		// The gateway or scope closing ends callCtx through AfterFunc, on
