@@ -312,3 +312,54 @@ func TestCallAdmission_RetryAfterClampedToAnHour(t *testing.T) {
 }
 
 const http1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// Over loopback HTTP to a go-sdk server that counts the calls reaching it:
+// a call cancelled while queued behind the one permit never reaches it and
+// takes no budget entry, so the budget of 2 still admits one more call.
+func TestCallAdmission_CancelledQueuedCallConsumesNothingDownstream(t *testing.T) {
+	m := newMisbehavingHTTP(t)
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "h", URL: m.url(),
+		Admission: &CallAdmission{MaxConcurrency: 1, MaxQueueSize: 4, QueueTimeout: time.Minute, RetryAfter: time.Second, Budget: &CallBudget{MaxCalls: 2, Window: time.Hour}}})
+	if _, err := env.g.Tools(context.Background(), "h"); err != nil { // the catalog load is not a call
+		t.Fatal(err)
+	}
+	holder := env.g.NewScope()
+	held := make(chan *Error, 1)
+	go func() {
+		_, gerr := env.g.Invoke(context.Background(), holder, CallRequest{Address: "h.hang", Source: "execute_code", Timeout: time.Minute})
+		held <- gerr
+	}()
+	c := env.g.lookup("h")
+	for m.callPOST.Load() == 0 { // the holder's call is at the downstream
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan *Error, 1)
+	go func() {
+		_, gerr := env.g.Invoke(ctx, nil, CallRequest{Address: "h.read_items", Source: "call_tool"})
+		queued <- gerr
+	}()
+	for c.gate.snapshot().Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if gerr := <-queued; gerr == nil || gerr.Code != CodeCancelled {
+		t.Fatalf("cancelled while queued: %v", gerr)
+	}
+	holder.Close()
+	if gerr := <-held; gerr == nil || gerr.Code != CodeCancelled {
+		t.Fatalf("holder: %v", gerr)
+	}
+	if _, gerr := env.call(t, "h.read_items", "", false); gerr != nil {
+		t.Fatalf("the budget's second entry: %s", errJSON(t, gerr))
+	}
+	if _, gerr := env.call(t, "h.read_items", "", false); gerr == nil || gerr.Code != CodeRateLimited {
+		t.Fatalf("third call: %v", gerr)
+	}
+	if n := m.callPOST.Load(); n != 2 {
+		t.Fatalf("%d tools/call requests reached the downstream, want 2 (hang, read_items)", n)
+	}
+	if s := c.gate.snapshot(); s.Totals.Cancelled != 1 || s.Totals.Admitted != 2 || s.Totals.RateLimited != 1 {
+		t.Fatalf("snapshot %+v", s)
+	}
+}

@@ -103,6 +103,11 @@ func TestCallAdmission_CallersHaveIndependentBudgets(t *testing.T) {
 	if res := call(t, bob, "call_tool", `{"address":"down.echo"}`); res.IsError {
 		t.Fatalf("bob, on his own budget: %s", textOf(t, res))
 	}
+	// call_destructive_tool takes its permit on the same path: bob's budget
+	// is spent.
+	if e := failureOf(t, call(t, bob, "call_destructive_tool", `{"address":"down.delete_item"}`)); e["code"] != "rate_limited" {
+		t.Fatalf("bob's destructive call: %v", e)
+	}
 	if _, n := h.down.args(); n != 2 {
 		t.Fatalf("%d calls reached the downstream, want 2", n)
 	}
