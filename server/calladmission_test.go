@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -156,5 +157,41 @@ func TestCallAdmission_TwoReplicasOnOnePostgresShareOneBudget(t *testing.T) {
 	}
 	if _, n := a.down.args(); n != 3 {
 		t.Fatalf("a call reached the downstream unbudgeted (%d)", n)
+	}
+}
+
+// BenchmarkCallAdmission_Budget is what a budget adds to one call_tool call
+// over HTTP to a loopback downstream: none (the default 4 in flight), a
+// budget kept in the process, and one shared through PostgreSQL (one store
+// round trip per call). Read the ratios of one run.
+func BenchmarkCallAdmission_Budget(b *testing.B) {
+	// A window of 1 ms admits every call and keeps the ring short (50).
+	big := "{maxConcurrency: 4, budget: {maxCalls: 50, windowMs: 1}}"
+	cases := []struct {
+		name, rule string
+		pg         bool
+	}{{"default", "", false}, {"budget_in_process", big, false}, {"budget_postgres", big, true}}
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			o := harnessOptions{callAdmission: bc.rule}
+			if bc.pg {
+				c, err := pgtest.Launch()
+				if err != nil {
+					b.Skip(err)
+				}
+				defer c.Close()
+				if o.storeURL, err = c.CreateDatabase(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			h := newHarness(b, o)
+			cs := h.connect(b, "")
+			call(b, cs, "call_tool", `{"address":"down.echo"}`)
+			for b.Loop() {
+				if res := call(b, cs, "call_tool", `{"address":"down.echo"}`); res.IsError {
+					b.Fatal(textOf(b, res))
+				}
+			}
+		})
 	}
 }
