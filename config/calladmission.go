@@ -33,18 +33,22 @@ const (
 	DefaultCallAdmissionRetryAfter    = 1000 * time.Millisecond
 	DefaultCallAdmissionMaxPartitions = 1024
 
+	maxCallQueue          = 4096
 	maxCallBudgetCalls    = 100_000
 	maxCallBudgetWindowMs = 86_400_000 // one day
 	maxCallPartitions     = 100_000
 )
 
 // DefaultCallAdmission is the rule of a connector without callAdmission:
-// DefaultConnectorMaxConcurrency calls in flight, no budget.
+// DefaultConnectorMaxConcurrency calls in flight and no budget, as before
+// callAdmission existed — a call waits for a slot within its own deadline
+// (the longest queue and wait the keys allow, which no call outlives), so
+// the default refuses nothing that used to wait.
 func DefaultCallAdmission() CallAdmission {
 	return CallAdmission{
 		MaxConcurrency: DefaultConnectorMaxConcurrency,
-		MaxQueueSize:   DefaultCallAdmissionMaxQueueSize,
-		QueueTimeout:   DefaultCallAdmissionQueueTimeout,
+		MaxQueueSize:   maxCallQueue,
+		QueueTimeout:   maxWaitMs * time.Millisecond,
 		RetryAfter:     DefaultCallAdmissionRetryAfter,
 		MaxPartitions:  DefaultCallAdmissionMaxPartitions,
 	}
@@ -71,7 +75,7 @@ func (d *decoder) callAdmission(fs map[string]entry, path string, c *Connector) 
 	var afs map[string]entry
 	d.section(e.val, path, []numField{
 		{"maxConcurrency", 1, 1024, intInto(&r.MaxConcurrency)},
-		{"maxQueueSize", 0, 4096, intInto(&r.MaxQueueSize)},
+		{"maxQueueSize", 0, maxCallQueue, intInto(&r.MaxQueueSize)},
 		{"queueTimeoutMs", 1, maxWaitMs, msInto(&r.QueueTimeout)},
 		{"retryAfterMs", 0, maxMs, msInto(&r.RetryAfter)},
 		{"maxPartitions", 1, maxCallPartitions, intInto(&r.MaxPartitions)},

@@ -11,7 +11,8 @@ func TestCallAdmission_DefaultIsFourInFlightAndNoBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := cfg.Connectors[0].CallAdmission
-	if got.MaxConcurrency != 4 || got.Budget != nil || got.PerCaller || got.MaxQueueSize != 32 || got.QueueTimeout != 5*time.Second || got.RetryAfter != time.Second {
+	// As before callAdmission: 4 in flight, a call waits within its deadline.
+	if got.MaxConcurrency != 4 || got.Budget != nil || got.PerCaller || got.MaxQueueSize != 4096 || got.QueueTimeout != 10*time.Minute || got.RetryAfter != time.Second {
 		t.Fatalf("default rule = %+v", got)
 	}
 }

@@ -313,7 +313,7 @@ connectors:
 	if tr == nil {
 		t.Fatal("no tracker")
 	}
-	if tr.Title != "Issue tracker" || tr.Description != "Tickets." || tr.CallAdmission.MaxConcurrency != 8 || tr.CallAdmission.MaxQueueSize != DefaultCallAdmissionMaxQueueSize {
+	if tr.Title != "Issue tracker" || tr.Description != "Tickets." || tr.CallAdmission.MaxConcurrency != 8 || tr.CallAdmission.MaxQueueSize != DefaultCallAdmissionMaxQueueSize || tr.CallAdmission.QueueTimeout != DefaultCallAdmissionQueueTimeout {
 		t.Errorf("tracker: %q %q %d", tr.Title, tr.Description, tr.CallAdmission.MaxConcurrency)
 	}
 	if !strings.HasPrefix(tr.Guide, "# Tracker guide") || tr.GuideFile != filepath.Join("testdata", "guide.md") {

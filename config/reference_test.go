@@ -89,13 +89,13 @@ func TestReference_DocsMatchTheDecoder(t *testing.T) {
 	if got, want := conn["callAdmission"], fmt.Sprintf("{maxConcurrency: %d}", DefaultConnectorMaxConcurrency); got != want {
 		t.Errorf("docs/CONFIG.md says connectors[].callAdmission defaults to %q, want %q", got, want)
 	}
-	def := DefaultCallAdmission()
+	// The defaults of keys a callAdmission leaves out.
 	for key, want := range map[string]string{
-		"maxQueueSize":   fmt.Sprint(def.MaxQueueSize),
-		"queueTimeoutMs": ms(def.QueueTimeout),
-		"retryAfterMs":   ms(def.RetryAfter),
+		"maxQueueSize":   fmt.Sprint(DefaultCallAdmissionMaxQueueSize),
+		"queueTimeoutMs": ms(DefaultCallAdmissionQueueTimeout),
+		"retryAfterMs":   ms(DefaultCallAdmissionRetryAfter),
 		"partition":      "connector",
-		"maxPartitions":  fmt.Sprint(def.MaxPartitions),
+		"maxPartitions":  fmt.Sprint(DefaultCallAdmissionMaxPartitions),
 	} {
 		if got := adm["callAdmission."+key]; got != want {
 			t.Errorf("docs/CONFIG.md says connectors[].callAdmission.%s defaults to %q; the config package applies %q", key, got, want)
