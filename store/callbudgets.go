@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -10,13 +9,6 @@ import (
 const (
 	opTakeCall     = "take_call"
 	opSweepBudgets = "sweep_call_budgets"
-)
-
-// callBudgetSweepEvery is how often a replica deletes budget rows with no
-// call left in their window (at most callBudgetSweepLimit per run).
-const (
-	callBudgetSweepEvery = time.Minute
-	callBudgetSweepLimit = 1000
 )
 
 // CallBudgets are downstream call budgets every replica on one PostgreSQL
@@ -31,9 +23,6 @@ const (
 // reload) starts a new ring.
 type CallBudgets struct {
 	s *sqlStore
-
-	mu        sync.Mutex
-	lastSweep time.Time
 }
 
 // NewCallBudgets returns the shared budgets of st: PostgreSQL only
@@ -80,27 +69,26 @@ func (b *CallBudgets) TakeCall(ctx context.Context, connector, partition string,
 	if err != nil {
 		return false, 0, err
 	}
-	b.maybeSweep(ctx)
 	return ok, time.Duration(max(retryMs, 0)) * time.Millisecond, nil
 }
 
-// maybeSweep deletes, at most once a minute per replica, rows whose every
-// call has left its window (they reset nothing: such a row admits the next
-// call whether it exists or not).
-func (b *CallBudgets) maybeSweep(ctx context.Context) {
-	b.mu.Lock()
-	due := time.Since(b.lastSweep) >= callBudgetSweepEvery
-	if due {
-		b.lastSweep = time.Now()
+// sweepCallBudgets deletes at most limit rows whose every call has left
+// the window (Maintain's job, on PostgreSQL only). They reset nothing: such
+// a row admits the next call whether it exists or not.
+func sweepCallBudgets(ctx context.Context, st Store, limit int) (int, error) {
+	s, ok := st.(*sqlStore)
+	if !ok || s.d.kind != "postgres" {
+		return 0, nil
 	}
-	b.mu.Unlock()
-	if !due {
-		return
-	}
-	_ = b.s.do(ctx, opSweepBudgets, func(ctx context.Context) error {
-		_, err := b.s.db.ExecContext(ctx, `DELETE FROM call_budgets WHERE (connector, partition_key) IN (
-			SELECT connector, partition_key FROM call_budgets
-			WHERE expires_at_ms < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT $1)`, callBudgetSweepLimit)
+	var n int64
+	err := s.do(ctx, opSweepBudgets, func(ctx context.Context) error {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM call_budgets WHERE (connector, partition_key, max_calls) IN (
+			SELECT connector, partition_key, max_calls FROM call_budgets
+			WHERE expires_at_ms < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT $1)`, limit)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
 		return err
 	})
+	return int(n), err
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -81,6 +82,44 @@ func TestCallBudgets_RetryAfterIsWhenTheOldestCallLeaves(t *testing.T) {
 	// A changed maxCalls is another rule (a reload), with a ring of its own.
 	if ok, _, err := b.TakeCall(ctx, "c", "", 2, window); err != nil || !ok {
 		t.Fatalf("changed maxCalls: %v %v", ok, err)
+	}
+}
+
+// The maintenance job deletes rows with no call left in their window, and
+// only those.
+func TestCallBudgets_MaintenanceDeletesOnlyEmptyWindows(t *testing.T) {
+	u := pgtest.Start(t).Database(t)
+	st := open(t, u)
+	b := callBudgets(t, st)
+	ctx := context.Background()
+	if ok, _, err := b.TakeCall(ctx, "short", "", 5, time.Millisecond); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, _, err := b.TakeCall(ctx, "long", "", 1, time.Hour); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	time.Sleep(10 * time.Millisecond) // the short window has passed
+	store.MaintainOnce(ctx, st, store.MaintainOptions{})
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var left []string
+	rows, err := db.Query(`SELECT connector FROM call_budgets`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c string
+		_ = rows.Scan(&c)
+		left = append(left, c)
+	}
+	if len(left) != 1 || left[0] != "long" {
+		t.Fatalf("rows left %v, want [long]", left)
+	}
+	if ok, _, _ := b.TakeCall(ctx, "long", "", 1, time.Hour); ok {
+		t.Fatal("the live budget was reset by the sweep")
 	}
 }
 
