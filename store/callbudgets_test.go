@@ -25,8 +25,20 @@ func callBudgets(t *testing.T, s store.Store) *store.CallBudgets {
 
 // Two replicas on one PostgreSQL count against one budget: 3 per window in
 // total, whichever replica takes them, even when they all race.
-func TestCallBudgets_ReplicasShareOneBudget(t *testing.T) {
-	u := pgtest.Start(t).Database(t)
+// TestCallBudgets runs the shared-budget cases on one throwaway cluster
+// (a database each); the store-down case stops its own.
+func TestCallBudgets(t *testing.T) {
+	c := pgtest.Start(t)
+	for name, f := range map[string]func(*testing.T, string){
+		"ReplicasShareOneBudget":              replicasShareOneBudget,
+		"RetryAfterIsWhenTheOldestCallLeaves": retryAfterIsWhenTheOldestCallLeaves,
+		"MaintenanceDeletesOnlyEmptyWindows":  maintenanceDeletesOnlyEmptyWindows,
+	} {
+		t.Run(name, func(t *testing.T) { f(t, c.Database(t)) })
+	}
+}
+
+func replicasShareOneBudget(t *testing.T, u string) {
 	a, b := callBudgets(t, open(t, u)), callBudgets(t, open(t, u))
 	ctx := context.Background()
 	var admitted atomic.Int64
@@ -62,8 +74,7 @@ func TestCallBudgets_ReplicasShareOneBudget(t *testing.T) {
 
 // The refusal waits exactly until the oldest call that must leave does: the
 // database clock's milliseconds, so it is at most the window and shrinks.
-func TestCallBudgets_RetryAfterIsWhenTheOldestCallLeaves(t *testing.T) {
-	u := pgtest.Start(t).Database(t)
+func retryAfterIsWhenTheOldestCallLeaves(t *testing.T, u string) {
 	b := callBudgets(t, open(t, u))
 	ctx := context.Background()
 	window := 10 * time.Second
@@ -87,8 +98,7 @@ func TestCallBudgets_RetryAfterIsWhenTheOldestCallLeaves(t *testing.T) {
 
 // The maintenance job deletes rows with no call left in their window, and
 // only those.
-func TestCallBudgets_MaintenanceDeletesOnlyEmptyWindows(t *testing.T) {
-	u := pgtest.Start(t).Database(t)
+func maintenanceDeletesOnlyEmptyWindows(t *testing.T, u string) {
 	st := open(t, u)
 	b := callBudgets(t, st)
 	ctx := context.Background()
