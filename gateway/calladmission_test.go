@@ -234,6 +234,24 @@ func TestCallAdmission_MetricsAtZeroFromStart(t *testing.T) {
 	if seen["connecta_downstream_admissions_total"] != len(admissionOutcomes) || seen["connecta_downstream_queue_wait_seconds"] != 1 {
 		t.Fatalf("series %v", seen)
 	}
+	// Each admitted call under a concurrency rule observes its queue wait.
+	for range 2 {
+		if _, gerr := env.call(t, "t.read_items", "", false); gerr != nil {
+			t.Fatal(errJSON(t, gerr))
+		}
+	}
+	if mfs, err = env.registry.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "connecta_downstream_queue_wait_seconds" {
+			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n != 2 {
+				t.Fatalf("queue wait observations = %d, want 2", n)
+			}
+			return
+		}
+	}
+	t.Fatal("no connecta_downstream_queue_wait_seconds")
 }
 
 // A reload that keeps the rule keeps the budget (a changed title must not
