@@ -153,6 +153,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		OAuth:       oauthTransport(flows),
 		Credentials: vaultCredentials{a.state.vault},
 		OperatorURL: OperatorURL(cfg),
+
+		SharedBudgets: a.state.callBudgets(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -285,9 +287,9 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 		spec := gateway.ConnectorSpec{
 			ID: c.ID, Title: c.Title, Description: c.Description, Guide: c.Guide,
 			URL: c.URL, Command: c.Command,
-			MaxConcurrency: c.MaxConcurrency,
-			SharedSession:  c.SharedSession,
-			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
+			Admission:     callAdmission(c.CallAdmission),
+			SharedSession: c.SharedSession,
+			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth: c.OAuth != nil,
 		}
 		if c.Credential != nil {
@@ -386,4 +388,16 @@ func programNotifier(ctx context.Context) contract.Notifier {
 		return n
 	}
 	return nil
+}
+
+// callAdmission is a connector's configured rule as the gateway takes it.
+func callAdmission(r config.CallAdmission) *gateway.CallAdmission {
+	out := &gateway.CallAdmission{
+		MaxConcurrency: r.MaxConcurrency, MaxQueueSize: r.MaxQueueSize, QueueTimeout: r.QueueTimeout,
+		RetryAfter: r.RetryAfter, PerCaller: r.PerCaller, MaxPartitions: r.MaxPartitions,
+	}
+	if b := r.Budget; b != nil {
+		out.Budget = &gateway.CallBudget{MaxCalls: b.MaxCalls, Window: b.Window}
+	}
+	return out
 }

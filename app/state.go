@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/stash"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
@@ -23,8 +24,11 @@ type State struct {
 	// shared is the cross-replica in-flight registry (PostgreSQL); nil
 	// leaves cancellation to this process.
 	shared *store.Inflight
-	stop   context.CancelFunc
-	done   chan struct{}
+	// budgets are the downstream call budgets all replicas count against
+	// (PostgreSQL); nil keeps them in this process.
+	budgets *store.CallBudgets
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // OpenState opens store.url (retrying an unreachable PostgreSQL, migrating)
@@ -50,6 +54,9 @@ func OpenState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 	}
 	if sh, err := store.NewInflight(st, log.With("component", "inflight")); err == nil {
 		s.shared = sh
+	}
+	if b, err := store.NewCallBudgets(st); err == nil {
+		s.budgets = b
 	}
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
@@ -112,6 +119,15 @@ func (i sharedInflight) Register(actor, requestID string, cancel context.CancelF
 
 func (i sharedInflight) Cancel(actor, requestID string) server.CancelResult {
 	return server.CancelResult(i.f.Cancel(actor, requestID))
+}
+
+// callBudgets is the gateway's SharedBudgets: nil (budgets in this
+// process) unless the store is shared.
+func (s *State) callBudgets() gateway.SharedBudgets {
+	if s.budgets == nil {
+		return nil
+	}
+	return s.budgets
 }
 
 // Store is the opened store.

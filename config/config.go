@@ -159,7 +159,9 @@ type Connector struct {
 	// header's value comes from the vault (url connectors only).
 	Credential *CredentialSlot
 
-	MaxConcurrency int
+	// CallAdmission bounds the tools/call attempts that reach the
+	// downstream (config/calladmission.go).
+	CallAdmission CallAdmission
 	// SharedSession (url connectors only) is the operator's statement that
 	// the downstream is stateless: every execution and top-level call
 	// shares one MCP session instead of opening its own (P4).

@@ -237,7 +237,7 @@ func TestEmbeddedDefault_DemoOnLoopback(t *testing.T) {
 		t.Fatalf("connectors: %+v", cfg.Connectors)
 	}
 	c := cfg.Connectors[0]
-	if c.ID != "demo" || c.Builtin != BuiltinDemo || c.URL != "" || c.Command != nil || c.MaxConcurrency != DefaultConnectorMaxConcurrency {
+	if c.ID != "demo" || c.Builtin != BuiltinDemo || c.URL != "" || c.Command != nil || c.CallAdmission != DefaultCallAdmission() {
 		t.Errorf("demo connector: %+v", c)
 	}
 	if len(cfg.Warnings()) != 0 {
@@ -274,7 +274,7 @@ connectors:
       Authorization: "Bearer ${credential:tracker-token}"
       X-Key: "k=${env:TRACKER_KEY};v=$${literal}"
       X-Version: "2"
-    maxConcurrency: 8
+    callAdmission: {maxConcurrency: 8}
     readOnly: [list_issues]
     approvalRequired: [close_issue]
     guideFile: guide.md
@@ -313,8 +313,8 @@ connectors:
 	if tr == nil {
 		t.Fatal("no tracker")
 	}
-	if tr.Title != "Issue tracker" || tr.Description != "Tickets." || tr.MaxConcurrency != 8 {
-		t.Errorf("tracker: %q %q %d", tr.Title, tr.Description, tr.MaxConcurrency)
+	if tr.Title != "Issue tracker" || tr.Description != "Tickets." || tr.CallAdmission.MaxConcurrency != 8 || tr.CallAdmission.MaxQueueSize != DefaultCallAdmissionMaxQueueSize || tr.CallAdmission.QueueTimeout != DefaultCallAdmissionQueueTimeout {
+		t.Errorf("tracker: %q %q %d", tr.Title, tr.Description, tr.CallAdmission.MaxConcurrency)
 	}
 	if !strings.HasPrefix(tr.Guide, "# Tracker guide") || tr.GuideFile != filepath.Join("testdata", "guide.md") {
 		t.Errorf("guide: %q %q", tr.Guide, tr.GuideFile)

@@ -697,7 +697,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -714,7 +714,7 @@ func (d *decoder) connectors(n *yaml.Node, c *Config) {
 }
 
 func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Connector, bool) {
-	c := Connector{Line: n.Line, MaxConcurrency: DefaultConnectorMaxConcurrency}
+	c := Connector{Line: n.Line, CallAdmission: DefaultCallAdmission()}
 	fs, ok := d.fields(n, path, connectorKeys...)
 	if !ok {
 		return c, false
@@ -831,11 +831,7 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			d.credential(e.val, path+".credential", &c)
 		}
 	}
-	if e, ok := fs["maxConcurrency"]; ok {
-		if v, ok := d.integer(e.val, path+".maxConcurrency", 1, 1024); ok {
-			c.MaxConcurrency = int(v)
-		}
-	}
+	d.callAdmission(fs, path, &c)
 	if e, ok := fs["sharedSession"]; ok {
 		if v, ok := d.boolean(e.val, path+".sharedSession"); ok {
 			switch {

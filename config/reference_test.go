@@ -18,7 +18,7 @@ func TestReference_DocsMatchTheDecoder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	top, conn := referenceTables(t, string(doc))
+	top, conn, adm := referenceTables(t, string(doc))
 
 	accepted := decoderKeys(t)
 	for _, k := range topKeys {
@@ -86,29 +86,44 @@ func TestReference_DocsMatchTheDecoder(t *testing.T) {
 			t.Errorf("docs/CONFIG.md says %s defaults to %q; the config package applies %q", key, got, want)
 		}
 	}
-	if got := conn["maxConcurrency"]; got != fmt.Sprint(DefaultConnectorMaxConcurrency) {
-		t.Errorf("docs/CONFIG.md says connectors[].maxConcurrency defaults to %q, want %d", got, DefaultConnectorMaxConcurrency)
+	if got, want := conn["callAdmission"], fmt.Sprintf("{maxConcurrency: %d}", DefaultConnectorMaxConcurrency); got != want {
+		t.Errorf("docs/CONFIG.md says connectors[].callAdmission defaults to %q, want %q", got, want)
+	}
+	// The defaults of keys a callAdmission leaves out.
+	for key, want := range map[string]string{
+		"maxQueueSize":   fmt.Sprint(DefaultCallAdmissionMaxQueueSize),
+		"queueTimeoutMs": ms(DefaultCallAdmissionQueueTimeout),
+		"retryAfterMs":   ms(DefaultCallAdmissionRetryAfter),
+		"partition":      "connector",
+		"maxPartitions":  fmt.Sprint(DefaultCallAdmissionMaxPartitions),
+	} {
+		if got := adm["callAdmission."+key]; got != want {
+			t.Errorf("docs/CONFIG.md says connectors[].callAdmission.%s defaults to %q; the config package applies %q", key, got, want)
+		}
 	}
 }
 
 // referenceTables reads the two tables of docs/CONFIG.md: key → default.
-func referenceTables(t *testing.T, doc string) (top, conn map[string]string) {
+func referenceTables(t *testing.T, doc string) (top, conn, adm map[string]string) {
 	t.Helper()
 	row := regexp.MustCompile("^\\| `([A-Za-z.]+)` \\| ([^|]*) \\|")
-	top, conn = map[string]string{}, map[string]string{}
+	top, conn, adm = map[string]string{}, map[string]string{}, map[string]string{}
 	table := top
 	for _, line := range strings.Split(doc, "\n") {
 		if strings.HasPrefix(line, "Each connector") {
 			table = conn
 		}
+		if strings.HasPrefix(line, "A connector's `callAdmission`") {
+			table = adm
+		}
 		if m := row.FindStringSubmatch(line); m != nil {
 			table[m[1]] = strings.TrimSpace(m[2])
 		}
 	}
-	if len(top) == 0 || len(conn) == 0 {
+	if len(top) == 0 || len(conn) == 0 || len(adm) == 0 {
 		t.Fatal("docs/CONFIG.md: no reference tables found")
 	}
-	return top, conn
+	return top, conn, adm
 }
 
 // decoderKeys lists "section.key" (or the top-level key, for scalars) for

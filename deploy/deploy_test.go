@@ -329,7 +329,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaAdmissionRejections", "ConnectaOAuthRefreshFailing"} {
+	for _, a := range []string{"ConnectaExecutorOverloaded", "ConnectaSandboxChildCrashes", "ConnectaDownstreamUnavailable", "ConnectaDownstreamRateLimited", "ConnectaAdmissionRejections", "ConnectaOAuthRefreshFailing"} {
 		if !alerts[a] {
 			t.Errorf("missing alert %s", a)
 		}

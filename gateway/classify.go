@@ -106,11 +106,18 @@ func (c *connector) classify(ctx context.Context, err error, ex rawmcp.ExchangeS
 		case st == http.StatusUnauthorized || st == http.StatusForbidden:
 			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st)}
 		case st == http.StatusTooManyRequests:
-			f := &failure{code: CodeRateLimited, status: st, retryable: true, message: httpStatusText(st)}
-			if ms, ok := parseRetryAfter(ex.RetryAfter, c.g.now()); ok {
-				f.retryAfterMs = &ms
+			// The downstream's own limit: its Retry-After, else the rule's hint.
+			ms, ok := parseRetryAfter(ex.RetryAfter, c.g.now())
+			if !ok {
+				ms = c.gate.retryHint()
 			}
-			return f
+			return &failure{code: CodeRateLimited, status: st, retryable: true, message: httpStatusText(st), retryAfterMs: &ms}
+		case st == http.StatusServiceUnavailable:
+			// A 503 that says when to come back is a limit, not an outage.
+			if ms, ok := parseRetryAfter(ex.RetryAfter, c.g.now()); ok {
+				return &failure{code: CodeRateLimited, status: st, retryable: true, message: httpStatusText(st), retryAfterMs: &ms}
+			}
+			return &failure{code: CodeUnavailable, status: st, retryable: true, host: c.origin, message: httpStatusText(st)}
 		case st >= 500:
 			return &failure{code: CodeUnavailable, status: st, retryable: true, host: c.origin, message: httpStatusText(st)}
 		default:

@@ -47,8 +47,8 @@ type connector struct {
 	logger   *slog.Logger
 	readOnly map[string]bool
 	approval map[string]bool
-	admit    chan struct{} // nil: unlimited
-	stderr   *tailBuffer   // stdio only: redacted on read
+	gate     *callGate   // downstream call admission (calladmission.go)
+	stderr   *tailBuffer // stdio only: redacted on read
 
 	connTok chan struct{} // one connect at a time
 
@@ -140,9 +140,7 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 	if kinds != 1 {
 		return nil, fmt.Errorf("exactly one of url, command or an in-process server must be set")
 	}
-	if spec.MaxConcurrency > 0 {
-		c.admit = make(chan struct{}, spec.MaxConcurrency)
-	}
+	c.gate = newCallGate(g, spec.ID, spec.Admission)
 	return c, nil
 }
 
@@ -160,19 +158,6 @@ func (c *connector) credentialKey() string {
 		return "connectors." + c.spec.ID + ".env"
 	}
 	return "connectors." + c.spec.ID + ".headers"
-}
-
-// acquire takes an admission permit within ctx (the call's deadline).
-func (c *connector) acquire(ctx context.Context) (release func(), err error) {
-	if c.admit == nil {
-		return func() {}, nil
-	}
-	select {
-	case c.admit <- struct{}{}:
-		return func() { <-c.admit }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // session returns a live session, connecting (or restarting a stdio

@@ -38,7 +38,10 @@ type ConnectorSpec struct {
 	// to; a stdio server's stderr tail shows each as "[redacted]".
 	Secrets []string
 
-	MaxConcurrency int // 0 = unlimited; admission is inside the call deadline
+	// Admission bounds the tools/call attempts that reach the downstream
+	// (calladmission.go); nil: no bound. Admission is inside the call
+	// deadline.
+	Admission *CallAdmission
 
 	// SharedSession (HTTP only): every scope shares the connector's one
 	// downstream session instead of opening its own (P4, scoped.go).
@@ -120,6 +123,10 @@ type Options struct {
 	OAuth OAuthTransport
 	// Credentials is required when a connector sets Credential.
 	Credentials CredentialSource
+	// SharedBudgets, when set, keeps every connector's call budget where
+	// all replicas count against it (PostgreSQL); nil keeps budgets in
+	// this process.
+	SharedBudgets SharedBudgets
 	// OperatorURL is the console page where an operator sets credentials
 	// (authorize_connector's operatorUrl); "" when there is no console.
 	OperatorURL string
@@ -218,9 +225,11 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g.reg = reg
 	g.metrics.zero(reg.order)
 	if opts.Metrics != nil {
-		if err := opts.Metrics.Register(newUpCollector(g)); err != nil {
-			g.stop()
-			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		for _, c := range []prometheus.Collector{newUpCollector(g), newAdmissionCollector(g)} {
+			if err := opts.Metrics.Register(c); err != nil {
+				g.stop()
+				return nil, fmt.Errorf("gateway: metrics: %w", err)
+			}
 		}
 	}
 	g.forker = stdioshim.NewForker()

@@ -242,20 +242,25 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 		}
 	}
 
-	// Admission, inside the same deadline.
+	// Call admission, immediately before the attempt and inside the same
+	// deadline: a refusal is never sent downstream.
 	t1 := g.now()
-	release, err := c.acquire(callCtx)
+	release, refusal, err := c.gate.admit(callCtx, callerPartition(req))
 	res.AdmissionTime = g.now().Sub(t1)
-	if err != nil {
+	switch {
+	case err != nil:
 		return finish(ctxFailure())
+	case refusal != nil:
+		return finish(refusal)
 	}
-	defer release()
+	defer release() // also on a panic; released right after the attempt below
 
 	// Exactly one downstream attempt (Y1).
 	res.Attempts = 1
 	ex := &rawmcp.Exchange{}
 	t2 := g.now()
 	raw, result, err := c.call(withProgress(rawmcp.WithExchange(callCtx, ex), req.Progress), scope, toolName, args)
+	release() // the permit covers the attempt only, not what is done with its result
 	res.ConnectorTime = g.now().Sub(t2)
 	if err != nil {
 		// The gateway or scope closing ends callCtx through AfterFunc, on

@@ -325,6 +325,7 @@ func TestE2_ClassifiesHTTPFailures(t *testing.T) {
 		{"429 Retry-After HTTP date", "call:429date", CodeRateLimited, true, []check{retryAfter(80_000, 91_000)}},
 		{"500 unavailable", "call:status=500", CodeUnavailable, true, []check{originIs}},
 		{"503 unavailable", "call:status=503", CodeUnavailable, true, []check{originIs}},
+		{"503 with Retry-After is rate_limited", "call:503secs", CodeRateLimited, true, []check{retryAfter(7000, 7000)}},
 		{"other status is not invented", "call:status=418", CodeConnectorCallFailed, false, nil},
 		{"connection reset", "call:reset", CodeUnavailable, true, []check{originIs, hasDetail("code", "ECONNRESET")}},
 		{"connection closed", "call:eof", CodeUnavailable, true, []check{originIs}},
@@ -501,7 +502,7 @@ func TestSession_ExpiryReconnectsOnce(t *testing.T) {
 
 func TestDeadline_AdmissionAndScope(t *testing.T) {
 	spec := inProcessSpec("t", nil)
-	spec.MaxConcurrency = 1
+	spec.Admission = &CallAdmission{MaxConcurrency: 1, MaxQueueSize: 32, QueueTimeout: time.Minute, RetryAfter: time.Second}
 	env := newTestGateway(t, 300*time.Millisecond, spec)
 	if _, gerr := env.call(t, "t.read_items", "", false); gerr != nil { // warm the catalog
 		t.Fatal(errJSON(t, gerr))
@@ -514,7 +515,7 @@ func TestDeadline_AdmissionAndScope(t *testing.T) {
 	}()
 	// Wait until the hanging call holds the only permit.
 	c := env.g.lookup("t")
-	for len(c.admit) == 0 {
+	for c.gate.snapshot().Active == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	res, gerr := env.call(t, "t.read_items", "", false)

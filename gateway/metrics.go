@@ -17,6 +17,7 @@ type metrics struct {
 	callSecs  *prometheus.HistogramVec
 	refreshes *prometheus.CounterVec
 	refreshS  *prometheus.HistogramVec
+	queueWait *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator *validate.Validator) (*metrics, error) {
@@ -55,8 +56,13 @@ func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator
 			Help:    "Duration of catalog (tools/list) refreshes.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
 		}, []string{"connector"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "connecta_downstream_queue_wait_seconds",
+			Help:    "Time admitted downstream tools/call attempts waited in their connector's call admission queue.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 2.5, 5, 10},
+		}, []string{"connector"}),
 	}
-	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS}, extra...) {
+	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS, m.queueWait}, extra...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -84,6 +90,7 @@ func (m *metrics) zero(connectors []string) {
 		}
 		m.refreshes.WithLabelValues(id, "success")
 		m.refreshes.WithLabelValues(id, "failure")
+		m.queueWait.WithLabelValues(id)
 	}
 }
 

@@ -102,6 +102,13 @@ func (g *Gateway) buildRegistry(specs []ConnectorSpec, prev *registry) (*registr
 		if err != nil {
 			return nil, fmt.Errorf("gateway: connector %q: %w", spec.ID, err)
 		}
+		if prev != nil {
+			// Another change to the connector keeps its admission state when
+			// the rule is the same: a reload never resets a live budget.
+			if old := prev.byID[spec.ID]; old != nil && reflect.DeepEqual(old.spec.Admission, spec.Admission) {
+				c.gate = old.gate
+			}
+		}
 		r.byID[spec.ID] = c
 		r.order = append(r.order, spec.ID)
 	}

@@ -215,6 +215,9 @@ func (m *misbehavingHTTP) misbehave(w http.ResponseWriter, r *http.Request, acti
 	case action == "429secs":
 		w.Header().Set("Retry-After", "7")
 		w.WriteHeader(http.StatusTooManyRequests)
+	case action == "503secs":
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusServiceUnavailable)
 	case action == "429date":
 		w.Header().Set("Retry-After", time.Now().Add(90*time.Second).UTC().Format(http.TimeFormat))
 		w.WriteHeader(http.StatusTooManyRequests)

@@ -156,31 +156,30 @@ func originOf(raw string) string {
 	return origin
 }
 
-// parseRetryAfter reads Retry-After as delay-seconds or an HTTP date and
-// returns whole milliseconds ≥ 0; ok is false when absent or invalid.
+// parseRetryAfter reads Retry-After (RFC 9110 §10.2.3) as delay-seconds or
+// an HTTP date and returns whole milliseconds clamped to [0,
+// MaxRetryAfterMs] (a date in the past is 0); ok is false when absent or
+// invalid. The header comes from the downstream: FuzzParseRetryAfter.
 func parseRetryAfter(v string, now time.Time) (int64, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if secs < 0 || v[0] == '-' || v[0] == '+' {
 			return 0, false
 		}
-		if secs > (1<<62)/1000 {
-			secs = (1 << 62) / 1000
-		}
-		return secs * 1000, true
+		return min(secs, MaxRetryAfterMs/1000) * 1000, true
 	}
 	when, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
-	ms := when.Sub(now).Milliseconds()
-	if ms < 0 {
-		ms = 0
+	d := when.Sub(now) // saturates rather than overflows
+	if d <= 0 {
+		return 0, true
 	}
-	return ms, true
+	return min(ceilMs(d), MaxRetryAfterMs), true
 }
 
 // httpStatusText is a stable, provider-prose-free description of a status.

@@ -159,9 +159,24 @@ func FuzzParseResult(f *testing.F) {
 func FuzzParseRetryAfter(f *testing.F) {
 	f.Add("120")
 	f.Add("Wed, 21 Oct 2015 07:28:00 GMT")
+	f.Add("Sunday, 06-Nov-94 08:49:37 GMT")
+	f.Add("Sun Nov  6 08:49:37 1994")
+	f.Add("99999999999999999999999")
+	f.Add("+7")
 	f.Fuzz(func(t *testing.T, v string) {
-		if ms, ok := parseRetryAfter(v, time.Unix(0, 0)); ok && ms < 0 {
-			t.Fatalf("negative %d", ms)
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		ms, ok := parseRetryAfter(v, now)
+		if !ok {
+			if ms != 0 {
+				t.Fatalf("refused %q with %d", v, ms)
+			}
+			return
+		}
+		if ms < 0 || ms > MaxRetryAfterMs {
+			t.Fatalf("parseRetryAfter(%q) = %d outside [0, %d]", v, ms, MaxRetryAfterMs)
+		}
+		if t := strings.TrimSpace(v); t != "" && t[0] >= '0' && t[0] <= '9' && ms%1000 != 0 {
+			panic("delay-seconds must give whole seconds")
 		}
 	})
 }

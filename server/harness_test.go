@@ -231,6 +231,9 @@ type harnessOptions struct {
 	extra          []gateway.ConnectorSpec
 	code           bool // execute_code on the shared pool
 	publicURL      string
+	callAdmission  string      // connector down's callAdmission, as YAML flow
+	storeURL       string      // store.url; "" is memory:
+	down           *downstream // an existing downstream (another replica's); nil starts one
 }
 
 // harness is connecta over real HTTP on a loopback port, with real gateway,
@@ -279,8 +282,15 @@ func harnessConfig(t testing.TB, o harnessOptions, downURL string) *config.Confi
 	if o.maxInlineBytes > 0 {
 		fmt.Fprintf(&y, "results: {maxInlineBytes: %d}\n", o.maxInlineBytes)
 	}
+	if o.storeURL != "" {
+		env["CONNECTA_TEST_STORE_URL"] = o.storeURL
+		y.WriteString("store: {url: \"${env:CONNECTA_TEST_STORE_URL}\"}\n")
+	}
 	fmt.Fprintf(&y, "connectors:\n  - id: down\n    title: Downstream\n    description: Test downstream\n    guide: %q\n    url: %q\n",
 		"# Downstream guide\n\nUse echo for echoes.", downURL+"/mcp")
+	if o.callAdmission != "" {
+		fmt.Fprintf(&y, "    callAdmission: %s\n", o.callAdmission)
+	}
 	cfg, err := config.Parse("harness.yaml", []byte(y.String()), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatalf("harness configuration: %v\n%s", err, y.String())
@@ -292,7 +302,10 @@ func harnessConfig(t testing.TB, o harnessOptions, downURL string) *config.Confi
 // over real HTTP on a loopback port.
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{down: newDownstream(t), registry: prometheus.NewRegistry()}
+	h := &harness{down: o.down, registry: prometheus.NewRegistry()}
+	if h.down == nil {
+		h.down = newDownstream(t)
+	}
 	opts := app.Options{
 		Config:     harnessConfig(t, o, h.down.url),
 		Version:    "test",

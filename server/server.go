@@ -41,6 +41,7 @@ type Gateway interface {
 	Invoke(ctx context.Context, scope *gateway.Scope, req gateway.CallRequest) (*gateway.CallResult, *gateway.Error)
 	Authorize(ctx context.Context, connectorID string) (gateway.Object, *gateway.Error)
 	ConnectorStates() map[string]gateway.ConnectorState
+	CallAdmission() map[string]gateway.CallAdmissionSnapshot
 }
 
 // Discovery is the catalog search service (gateway/discovery) with the front
@@ -453,6 +454,9 @@ type healthAdmission struct {
 	Policy   string            `json:"policy"`
 	Requests AdmissionSnapshot `json:"requests"`
 	Code     any               `json:"code"`
+	// DownstreamCalls is each connector's call admission (docs/DECISIONS.md
+	// "Call admission").
+	DownstreamCalls map[string]gateway.CallAdmissionSnapshot `json:"downstreamCalls"`
 }
 
 // Health returns the /health report.
@@ -468,6 +472,8 @@ func (s *Server) Health() HealthReport {
 			Policy:   "global-fifo",
 			Requests: s.admission.snapshot(),
 			Code:     map[string]bool{"managedByExecutor": true},
+
+			DownstreamCalls: s.opts.Gateway.CallAdmission(),
 		},
 	}
 	if s.opts.CodeAdmission != nil {

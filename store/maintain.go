@@ -80,6 +80,11 @@ func MaintainOnce(ctx context.Context, st Store, o MaintainOptions) {
 	} else if n > 0 {
 		o.Logger.Debug("store sweep", "results", n)
 	}
+	if n, err := sweepCallBudgets(ctx, st, o.SweepLimit); err != nil {
+		o.Logger.Warn("call budget sweep failed", "error", err.Error())
+	} else if n > 0 {
+		o.Logger.Debug("store sweep", "callBudgets", n)
+	}
 	var olderThan time.Time
 	if o.MaxAge > 0 {
 		olderThan = now.Add(-o.MaxAge)

@@ -42,7 +42,7 @@ var allOps = []string{
 	opPutSecret, opGetSecret, opDeleteSecret, opListSecrets, opReplaceSecret,
 	opPutFlow, opTakeFlow, opAppendAudit, opListAudit,
 	opPutToken, opGetToken, opListTokens, opRevokeToken, opRenameToken, opPutSession, opGetSession, opDeleteSession,
-	opPing, opMigrate,
+	opPing, opMigrate, opTakeCall, opSweepBudgets,
 }
 
 // metrics are connecta_store_operation_duration_seconds{op} and

@@ -51,21 +51,24 @@ func loadMigrations() ([]migration, error) {
 		out = append(out, migration{version: v, name: rest, stmts: splitSQL(string(body))})
 	}
 	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %04d_%s: versions must run 1, 2, 3… without gaps", m.version, m.name)
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("migration %04d_%s: version %d is used twice", out[i].version, out[i].name, out[i].version)
 		}
 	}
 	return out, nil
 }
 
-// LatestSchema is the schema version this binary migrates to.
+// LatestSchema is the schema version this binary migrates to: its highest
+// migration. Numbers are reserved per change, so a binary may lack one
+// below its highest (a change not yet merged); each migration is applied
+// by number, whatever was applied before it.
 func LatestSchema() int {
 	ms, err := loadMigrations()
-	if err != nil {
+	if err != nil || len(ms) == 0 {
 		return 0
 	}
-	return len(ms)
+	return ms[len(ms)-1].version
 }
 
 // splitSQL drops `--` comments and splits on `;` (the migration files hold
@@ -108,18 +111,51 @@ func migrate(ctx context.Context, conn *sql.Conn, d dialect, log *slog.Logger) (
 	if err != nil {
 		return 0, err
 	}
-	if current > len(ms) {
-		return current, fmt.Errorf("%w: the database is at schema %d, this binary knows %d (upgrade connecta, or point it at another database)",
-			ErrSchemaTooNew, current, len(ms))
+	latest := 0
+	if len(ms) > 0 {
+		latest = ms[len(ms)-1].version
 	}
-	for _, m := range ms[current:] {
-		if err := applyMigration(ctx, conn, d, m); err != nil {
+	if current > latest {
+		return current, fmt.Errorf("%w: the database is at schema %d, this binary knows %d (upgrade connecta, or point it at another database)",
+			ErrSchemaTooNew, current, latest)
+	}
+	done, err := appliedVersions(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		applied, err := applyMigration(ctx, conn, d, m)
+		if err != nil {
 			return current, err
 		}
-		current = m.version
-		log.Info("store schema migrated", "version", m.version, "name", m.name)
+		if applied {
+			current = max(current, m.version)
+			log.Info("store schema migrated", "version", m.version, "name", m.name)
+		}
 	}
 	return current, nil
+}
+
+// appliedVersions reads which migrations were applied (by number: one
+// below the highest may be missing when it came from a change merged later).
+func appliedVersions(ctx context.Context, conn *sql.Conn) (map[int]bool, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema versions: %w", err)
+		}
+		out[v] = true
+	}
+	return out, rows.Err()
 }
 
 type queryer interface {
@@ -134,29 +170,30 @@ func schemaVersion(ctx context.Context, q queryer) (int, error) {
 	return int(v.Int64), nil
 }
 
-func applyMigration(ctx context.Context, conn *sql.Conn, d dialect, m migration) error {
+// applyMigration applies m unless it already was, and says whether it did.
+func applyMigration(ctx context.Context, conn *sql.Conn, d dialect, m migration) (bool, error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	// Another process may have applied it between our read and our lock
 	// (SQLite, where the lock is the transaction itself).
 	var done int
 	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.version).Scan(&done); err != nil {
-		return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 	}
 	if done > 0 {
-		return nil
+		return false, nil
 	}
 	for _, stmt := range m.stmts {
 		if _, err := tx.ExecContext(ctx, d.ddl(stmt)); err != nil {
-			return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+			return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`),
 		m.version, m.name, time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 	}
-	return tx.Commit()
+	return true, tx.Commit()
 }

@@ -94,3 +94,34 @@ func TestMigrationFilesWellFormed(t *testing.T) {
 		t.Fatalf("LatestSchema = %d: the embedded migrations did not load", store.LatestSchema())
 	}
 }
+
+// Migration numbers are reserved per change, so a database may have one
+// applied above a number it lacks (a change merged later): each migration
+// is applied by number, whatever the highest applied one is.
+func TestMigrationsAppliedByNumberNotByHighest(t *testing.T) {
+	for name, mk := range schemaCases(t) {
+		t.Run(name, func(t *testing.T) {
+			u, db := mk(t)
+			s, err := store.Open(context.Background(), u, store.Options{ConnectRetry: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Close()
+			// As if 0006 came from a change merged after the highest one.
+			for _, q := range []string{`DROP TABLE inflight`, `DROP TABLE replicas`, `DELETE FROM schema_migrations WHERE version = 6`} {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err = store.Open(context.Background(), u, store.Options{ConnectRetry: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var n int
+			if err := db.QueryRow(`SELECT COUNT(*) FROM inflight`).Scan(&n); err != nil {
+				t.Fatalf("0006 was not applied below the highest: %v", err)
+			}
+		})
+	}
+}

@@ -47,12 +47,14 @@ func (d dialect) rebind(q string) string {
 	return b.String()
 }
 
-// ddl adapts a migration statement: BLOB is BYTEA on PostgreSQL.
+// ddl adapts a migration statement: BLOB is BYTEA on PostgreSQL, and
+// CALL_TIMES (a list of millisecond times, call_budgets) is BIGINT[] there
+// and TEXT on SQLite, which never reads it.
 func (d dialect) ddl(stmt string) string {
 	if d.kind == "postgres" {
-		return strings.ReplaceAll(stmt, "BLOB", "BYTEA")
+		return strings.NewReplacer("BLOB", "BYTEA", "CALL_TIMES", "BIGINT[]").Replace(stmt)
 	}
-	return stmt
+	return strings.ReplaceAll(stmt, "CALL_TIMES", "TEXT")
 }
 
 // sqlStore is the SQLite and PostgreSQL backend.
