@@ -356,7 +356,7 @@ func resolveURI(base, ref string) (uri, fragment string) {
 }
 
 func (c *compiler) object(n *node, obj map[string]any, base string) {
-	c.spend(len(obj))
+	c.spend(costKey * len(obj))
 	idKey := "$id"
 	if c.draft == draft4 {
 		idKey = "id"
@@ -490,13 +490,13 @@ func (c *compiler) object(n *node, obj map[string]any, base string) {
 		n.hasEnum, n.enum = true, make(map[string]bool, len(list))
 		for _, x := range list {
 			k := canonical(x)
-			c.spend(len(k))
+			c.spend(costKey + costByte*len(k))
 			n.enum[k] = true
 		}
 	}
 	if v, has := obj["const"]; has && c.draft >= draft6 {
 		n.hasConst, n.constant = true, canonical(v)
-		c.spend(len(n.constant))
+		c.spend(costByte * len(n.constant))
 	}
 
 	n.minimum = c.number(obj, "minimum")

@@ -26,13 +26,13 @@ const MaxWork = 20_000_000
 
 // Unit costs, measured with BenchmarkPathological (see docs/DECISIONS.md).
 const (
-	costEval           = 60  // one (subschema, value) evaluation
-	costNode           = 400 // compiling one (sub)schema
-	costPatternCompile = 40  // per pattern byte compiled
-	costMatchStep      = 2   // per compiled instruction per input byte
-	costByte           = 2   // per byte canonicalized, counted or compared
-	costKey            = 30  // per object key visited or annotation merged
-	costNumber         = 300 // per number made exact (big.Rat)
+	costEval           = 400  // one (subschema, value) evaluation
+	costNode           = 3000 // compiling one (sub)schema
+	costPatternCompile = 300  // per pattern byte compiled
+	costMatchStep      = 2    // per compiled instruction per input byte
+	costByte           = 2    // per byte canonicalized, counted or compared
+	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
+	costNumber         = 300  // per number made exact (big.Rat)
 )
 
 // maxEvalDepth bounds the evaluation's recursion.
