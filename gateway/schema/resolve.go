@@ -30,7 +30,7 @@ type place struct {
 type resolver struct {
 	doc       *value
 	indexed   bool
-	resources map[string]*value // absolute URI → resource root
+	resources map[string]*value   // absolute URI → resource root
 	anchors   map[string]anchored // by absolute URI#name
 }
 
@@ -62,7 +62,9 @@ func (r *resolver) enter(p place, s *value) place {
 	return place{base: uri, root: s}
 }
 
-func (r *resolver) baseOf(base string, s *value) string { return r.enter(place{base: base, root: s}, s).base }
+func (r *resolver) baseOf(base string, s *value) string {
+	return r.enter(place{base: base, root: s}, s).base
+}
 
 func (r *resolver) draft4() bool {
 	sch := r.doc.get("$schema")
