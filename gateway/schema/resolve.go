@@ -1,20 +1,18 @@
 package schema
 
 import (
-	"net/url"
 	"strings"
+
+	"github.com/connecta-dev/connecta/gateway/schemaref"
 )
 
-// References are resolved as gateway/validate resolves them, so that what
-// describe shows is what validation checks: by the full URI — a JSON
-// pointer inside the schema resource it names (the document, or an
+// References follow gateway/schemaref's rule, as in gateway/validate, so
+// that what describe shows is what validation checks: by the full URI — a
+// JSON pointer inside the schema resource it names (the document, or an
 // embedded $id), or an anchor ($anchor, $dynamicAnchor, a "#name" $id) —
 // never by the last path segment (the Node implementation's rule, which
-// renders {"$ref":"#/properties/a"} as the definition named "a"). A
+// rendered {"$ref":"#/properties/a"} as the definition named "a"). A
 // reference to another document is never loaded: it renders as its name.
-
-// rootBase matches gateway/validate's base for a root without $id.
-const rootBase = "https://root.connecta.invalid/schema.json"
 
 // maxIndexVisits bounds the one walk that indexes embedded resources and
 // anchors (done only for a reference that needs it).
@@ -41,21 +39,20 @@ type anchored struct {
 
 func newResolver(doc *value) *resolver { return &resolver{doc: doc} }
 
-func (r *resolver) top() place { return place{base: r.baseOf(rootBase, r.doc), root: r.doc} }
+func (r *resolver) top() place {
+	return place{base: r.enter(place{base: schemaref.RootBase, root: r.doc}, r.doc).base, root: r.doc}
+}
 
 // enter is the place of s found at p: s's own $id starts a resource.
 func (r *resolver) enter(p place, s *value) place {
 	if s == nil || s.kind != kindObject {
 		return p
 	}
-	id := s.get("$id")
-	if !id.isString() && r.draft4() {
-		id = s.get("id")
-	}
-	if !id.isString() || strings.HasPrefix(id.s(), "#") {
+	id := s.get(schemaref.IDKeyword(r.draft4()))
+	if !id.isString() || schemaref.PlainNameID(id.s()) {
 		return p
 	}
-	uri, _, ok := resolveURI(p.base, id.s())
+	uri, _, ok := schemaref.Resolve(p.base, id.s())
 	if !ok {
 		return p
 	}
@@ -74,7 +71,7 @@ func (r *resolver) draft4() bool {
 // resolve follows ref found at p: the target, its place, and a key naming
 // it (for cycle detection); nil when it leads outside the document.
 func (r *resolver) resolve(p place, ref string) (*value, place, string) {
-	uri, frag, ok := resolveURI(p.base, ref)
+	uri, frag, ok := schemaref.Resolve(p.base, ref)
 	if !ok {
 		return nil, p, ""
 	}
@@ -92,7 +89,7 @@ func (r *resolver) resolve(p place, ref string) (*value, place, string) {
 	if frag == "" {
 		return root, at, key
 	}
-	if !strings.HasPrefix(frag, "/") {
+	if !schemaref.IsPointer(frag) {
 		r.index()
 		a, found := r.anchors[key]
 		if !found {
@@ -101,13 +98,12 @@ func (r *resolver) resolve(p place, ref string) (*value, place, string) {
 		return a.v, a.at, key
 	}
 	cur := root
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for _, tok := range schemaref.Tokens(frag) {
 		switch cur.kind {
 		case kindObject:
 			cur = cur.get(tok)
 		case kindArray:
-			i, ok := index(tok)
+			i, ok := schemaref.Index(tok)
 			if !ok || i >= len(cur.elems()) {
 				return nil, p, ""
 			}
@@ -150,10 +146,8 @@ func (r *resolver) index() {
 					r.anchors[p.base+"#"+a.s()] = anchored{v, p}
 				}
 			}
-			for _, k := range [...]string{"$id", "id"} {
-				if a := v.get(k); a.isString() && strings.HasPrefix(a.s(), "#") && len(a.s()) > 1 {
-					r.anchors[p.base+a.s()] = anchored{v, p}
-				}
+			if a := v.get(schemaref.IDKeyword(r.draft4())); a.isString() && schemaref.PlainNameID(a.s()) && len(a.s()) > 1 {
+				r.anchors[p.base+a.s()] = anchored{v, p}
 			}
 			keys, vals := v.members()
 			for i, k := range keys {
@@ -168,35 +162,4 @@ func (r *resolver) index() {
 	top := r.top()
 	r.resources[top.base] = r.doc
 	walk(r.doc, top)
-}
-
-// resolveURI resolves ref against base: the URI without fragment and the
-// decoded fragment.
-func resolveURI(base, ref string) (uri, fragment string, ok bool) {
-	b, err := url.Parse(base)
-	if err != nil {
-		return "", "", false
-	}
-	u, err := url.Parse(ref)
-	if err != nil {
-		return "", "", false
-	}
-	u = b.ResolveReference(u)
-	fragment = u.Fragment
-	u.Fragment, u.RawFragment = "", ""
-	return u.String(), fragment, true
-}
-
-func index(tok string) (int, bool) {
-	if tok == "" || (len(tok) > 1 && tok[0] == '0') {
-		return 0, false
-	}
-	n := 0
-	for _, c := range tok {
-		if c < '0' || c > '9' || n > 1<<20 {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
 }

@@ -7,12 +7,13 @@ import (
 	"io"
 	"math"
 	"math/big"
-	"net/url"
 	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/connecta-dev/connecta/gateway/schemaref"
 )
 
 // The compiler turns a decoded schema document into a graph of nodes, once
@@ -167,10 +168,6 @@ func (p passThrough) Error() string { return "schema passes through: " + string(
 
 var errUnsupported = passThrough{ReasonUnsupported}
 
-// rootBase is the base URI of a document whose root has no $id: a relative
-// reference against it names a document that is never loaded.
-const rootBase = "https://root.connecta.invalid/schema.json"
-
 type compiler struct {
 	root      any
 	draft     draft
@@ -245,7 +242,7 @@ func compileSchema(doc any, def draft) (root *node, needAnn bool, reason Reason)
 			c.draft = schemaDraft(s)
 		}
 	}
-	root = c.at("", doc, rootBase, nil)
+	root = c.at("", doc, schemaref.RootBase, nil)
 	// References are resolved after the whole tree is compiled so that
 	// every resource and anchor in it is known; a target outside the
 	// compiled tree (say "#/$defs/x/properties/y", or inside an unknown
@@ -338,29 +335,19 @@ func (c *compiler) child(n *node, s any, tokens ...string) *node {
 	return c.at(loc, s, n.res.uri, n.res)
 }
 
-// resolveURI resolves ref against base: the absolute URI without fragment,
-// and the fragment (decoded).
+// resolveURI is schemaref.Resolve; a reference that is no URI is
+// unsupported.
 func resolveURI(base, ref string) (uri, fragment string) {
-	b, err := url.Parse(base)
-	if err != nil {
+	uri, fragment, ok := schemaref.Resolve(base, ref)
+	if !ok {
 		unsupported()
 	}
-	r, err := url.Parse(ref)
-	if err != nil {
-		unsupported()
-	}
-	u := b.ResolveReference(r)
-	fragment = u.Fragment
-	u.Fragment, u.RawFragment = "", ""
-	return u.String(), fragment
+	return uri, fragment
 }
 
 func (c *compiler) object(n *node, obj map[string]any, base string) {
 	c.spend(costKey * len(obj))
-	idKey := "$id"
-	if c.draft == draft4 {
-		idKey = "id"
-	}
+	idKey := schemaref.IDKeyword(c.draft == draft4)
 	_, hasRef := obj["$ref"]
 	oldRef := hasRef && c.draft <= draft7
 	oldAnchor := ""
@@ -372,7 +359,7 @@ func (c *compiler) object(n *node, obj map[string]any, base string) {
 		}
 		uri, frag := resolveURI(base, s)
 		switch {
-		case c.draft <= draft7 && strings.HasPrefix(s, "#"):
+		case c.draft <= draft7 && schemaref.PlainNameID(s):
 			oldAnchor = frag // the old spelling of an anchor
 		case frag != "" && c.draft >= draft2019:
 			unsupported() // 2019-09 on, an $id carries no fragment
@@ -855,7 +842,7 @@ func (c *compiler) link(p pendingRef) {
 		// The bookend: redirected only when the fragment is a plain name
 		// that the initial target declares as its $dynamicAnchor.
 		uri, frag := resolveURI(p.base, p.ref)
-		if a, ok := c.anchors[uri+"#"+frag]; ok && frag != "" && !strings.HasPrefix(frag, "/") && a.dynamic {
+		if a, ok := c.anchors[uri+"#"+frag]; ok && !schemaref.IsPointer(frag) && a.dynamic {
 			d.anchor = frag
 		}
 		p.n.dynamic = d
@@ -875,7 +862,7 @@ func (c *compiler) resolveRef(ref, base string) *node {
 	if frag == "" {
 		return c.at(res.loc, res.value, res.uri, nil)
 	}
-	if !strings.HasPrefix(frag, "/") {
+	if !schemaref.IsPointer(frag) {
 		a, ok := c.anchors[uri+"#"+frag]
 		if !ok {
 			unsupported()
@@ -883,9 +870,8 @@ func (c *compiler) resolveRef(ref, base string) *node {
 		return c.at(a.loc, a.value, a.base, a.res)
 	}
 	cur, loc := res.value, res.loc
-	for _, tok := range strings.Split(frag[1:], "/") {
-		c.spend(1)
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for _, tok := range schemaref.Tokens(frag) {
+		c.spend(costKey)
 		switch v := cur.(type) {
 		case map[string]any:
 			next, ok := v[tok]
@@ -894,15 +880,15 @@ func (c *compiler) resolveRef(ref, base string) *node {
 			}
 			cur = next
 		case []any:
-			i, err := atoi(tok)
-			if err != nil || i < 0 || i >= len(v) {
+			i, ok := schemaref.Index(tok)
+			if !ok || i >= len(v) {
 				unsupported()
 			}
 			cur = v[i]
 		default:
 			unsupported()
 		}
-		loc += "/" + escape(tok)
+		loc += "/" + schemaref.Escape(tok)
 	}
 	return c.at(loc, cur, res.uri, res)
 }
@@ -917,10 +903,3 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-func atoi(s string) (int, error) {
-	if s != "0" && strings.HasPrefix(s, "0") {
-		return 0, strconv.ErrSyntax // JSON pointer array indexes have no leading zeros
-	}
-	return strconv.Atoi(s)
-}

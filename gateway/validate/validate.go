@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/gateway/schemaref"
 	"github.com/connecta-dev/connecta/jstext"
 	"golang.org/x/sync/singleflight"
 )
@@ -407,9 +408,7 @@ func falseSchemaKeyword(location string) string {
 	return "false"
 }
 
-func escape(token string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
-}
+func escape(token string) string { return schemaref.Escape(token) }
 
 // clamp returns s as valid UTF-8 of at most max UTF-16 code units, cut on a
 // character boundary with a marker when longer.
