@@ -48,6 +48,9 @@ func (r *resolver) enter(p place, s *value) place {
 	if s == nil || s.kind != kindObject {
 		return p
 	}
+	if r.oldRef() && s.has("$ref") {
+		return p // before 2019-09 a $ref's siblings, $id included, are ignored
+	}
 	id := s.get(schemaref.IDKeyword(r.draft4()))
 	if !id.isString() || schemaref.PlainNameID(id.s()) {
 		return p
@@ -63,9 +66,16 @@ func (r *resolver) baseOf(base string, s *value) string {
 	return r.enter(place{base: base, root: s}, s).base
 }
 
-func (r *resolver) draft4() bool {
+func (r *resolver) draft4() bool { return r.declares("draft-04") }
+
+// oldRef: the document declares draft-04, -06 or -07.
+func (r *resolver) oldRef() bool {
+	return r.declares("draft-04") || r.declares("draft-06") || r.declares("draft-07")
+}
+
+func (r *resolver) declares(draft string) bool {
 	sch := r.doc.get("$schema")
-	return sch.isString() && strings.Contains(sch.s(), "draft-04")
+	return sch.isString() && strings.Contains(sch.s(), "json-schema.org/"+draft+"/")
 }
 
 // resolve follows ref found at p: the target, its place, and a key naming
