@@ -176,7 +176,7 @@ type compiler struct {
 	anchors   map[string]*anchorAt // by absolute URI with fragment
 	pending   []pendingRef
 	regexps   map[string]compiledRegexp
-	left      int  // compile work budget (MaxWork)
+	left      int  // compile work left (of MaxCompileWork)
 	needAnn   bool // some unevaluated* keyword needs annotations
 }
 
@@ -222,12 +222,23 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
+// decodeBounded is decodeJSON that also reports whether every number
+// literal is within MaxNumberLen and ±MaxNumberExponent (NumbersBounded).
+func decodeBounded(data []byte) (v any, bounded bool, err error) {
+	v, err = decodeJSON(data)
+	if err != nil {
+		return nil, false, err
+	}
+	return v, numbersBounded(v), nil
+}
+
 // compileSchema compiles a decoded schema document whose draft, without a
-// $schema, is def; nil root means it passes through, for reason.
-func compileSchema(doc any, def draft) (root *node, needAnn bool, reason Reason) {
+// $schema, is def, within left units of work; nil root means it passes
+// through, for reason.
+func compileSchema(doc any, def draft, left int) (root *node, needAnn bool, reason Reason) {
 	c := &compiler{root: doc, draft: def, byLoc: map[string]*node{},
 		resources: map[string]*resource{}, anchors: map[string]*anchorAt{},
-		regexps: map[string]compiledRegexp{}, left: MaxWork}
+		regexps: map[string]compiledRegexp{}, left: left}
 	defer func() {
 		if r := recover(); r != nil {
 			p, ok := r.(passThrough)

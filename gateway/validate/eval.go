@@ -24,6 +24,11 @@ import (
 // maxEvalDepth (reason depth).
 const MaxWork = 20_000_000
 
+// MaxCompileWork bounds compiling one schema, decoding included, in the
+// same units: with MaxWork, about 50 ms of CPU for any schema of at most
+// MaxSchemaBytes and any check of it (BenchmarkPathological).
+const MaxCompileWork = 25_000_000
+
 // Unit costs, measured with BenchmarkPathological (see docs/DECISIONS.md).
 const (
 	costEval           = 400  // one (subschema, value) evaluation
@@ -33,6 +38,7 @@ const (
 	costByte           = 2    // per byte canonicalized, counted or compared
 	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
 	costNumber         = 300  // per number made exact (big.Rat)
+	costDecodeByte     = 16   // per byte of JSON decoded (encoding/json into any: allocation-bound)
 )
 
 // maxEvalDepth bounds the evaluation's recursion.

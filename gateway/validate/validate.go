@@ -49,9 +49,6 @@ const (
 	// MaxSchemaBytes: a larger advertised schema is not compiled (passes
 	// through, reason budget). Within it, compilation is bounded by MaxWork.
 	MaxSchemaBytes = 1 << 20
-	// MaxArgsBytes: larger arguments are not evaluated (reason budget); the
-	// gateway's own argument bound is smaller.
-	MaxArgsBytes = 4 << 20
 	// MaxSchemaDepth: a deeper schema passes through (reason depth). Real
 	// tool schemas nest a handful of levels.
 	MaxSchemaDepth = 64
@@ -211,20 +208,19 @@ func (s *Schema) Evaluate(args json.RawMessage) (res Result) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	if len(args) > MaxArgsBytes {
-		return v.passThrough(ReasonBudget)
+	if costDecodeByte*len(args) > MaxWork/2 {
+		return v.passThrough(ReasonBudget) // decoding alone would cost half the budget
 	}
-	inst, err := decodeJSON(args)
+	inst, bounded, err := decodeBounded(args)
 	if err != nil {
 		return Result{Findings: []Finding{{Path: "/", Code: "json", Expected: "a JSON object"}}, Total: 1}
 	}
-	if !numbersBounded(inst) {
+	if !bounded {
 		// Numbers compare exactly (big.Rat): 1e1000000 would cost seconds.
 		// Such a literal passes through; the downstream judges it.
 		return v.passThrough(ReasonBudget)
 	}
-	e := &evaluator{left: MaxWork, collect: c.needAnn}
-	e.spend(costByte * len(args)) // decoding
+	e := &evaluator{left: MaxWork - costDecodeByte*len(args), collect: c.needAnn} // decoding was charged
 	if ok, _ := e.eval(c.root, inst, nil); ok {
 		return Result{}
 	}
@@ -325,17 +321,21 @@ func (v *Validator) compile(schema json.RawMessage, def draft) (c *compiled) {
 	if nestingDepth(schema) > MaxSchemaDepth {
 		return &compiled{reason: ReasonDepth}
 	}
-	doc, err := decodeJSON(schema)
+	left := MaxCompileWork - costDecodeByte*len(schema) // decoding is charged before it runs
+	if left < 0 {
+		return &compiled{reason: ReasonBudget}
+	}
+	doc, bounded, err := decodeBounded(schema)
 	if err != nil {
 		return &compiled{reason: ReasonUnsupported}
 	}
-	if !numbersBounded(doc) {
+	if !bounded {
 		// Every bound (minimum, multipleOf, …) is an exact big.Rat:
 		// "minimum": 1e999999 would cost seconds per check, so such a schema
 		// passes through.
 		return &compiled{reason: ReasonBudget}
 	}
-	root, needAnn, reason := compileSchema(doc, def)
+	root, needAnn, reason := compileSchema(doc, def, left)
 	return &compiled{root: root, needAnn: needAnn, reason: reason}
 }
 
@@ -430,8 +430,8 @@ const (
 // Exact number comparison (as JSON Schema validators do) is unbounded work
 // on a literal like 1e1000000.
 func NumbersBounded(data []byte) bool {
-	v, err := decodeJSON(data)
-	return err == nil && numbersBounded(v)
+	_, bounded, err := decodeBounded(data)
+	return err == nil && bounded
 }
 
 // numbersBounded is NumbersBounded over a decoded value.
