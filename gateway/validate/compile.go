@@ -222,16 +222,6 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-// decodeBounded is decodeJSON that also reports whether every number
-// literal is within MaxNumberLen and ±MaxNumberExponent (NumbersBounded).
-func decodeBounded(data []byte) (v any, bounded bool, err error) {
-	v, err = decodeJSON(data)
-	if err != nil {
-		return nil, false, err
-	}
-	return v, numbersBounded(v), nil
-}
-
 // compileSchema compiles a decoded schema document whose draft, without a
 // $schema, is def, within left units of work; nil root means it passes
 // through, for reason.
@@ -828,6 +818,9 @@ func (c *compiler) regexp(src string) compiledRegexp {
 	if err != nil {
 		unsupported()
 	}
+	// A short pattern can expand to a large program ("[a-z]{1000}"):
+	// compiling the real matcher costs per instruction.
+	c.spend(len(prog.Inst) * costInstCompile)
 	re, err := regexp.Compile(src)
 	if err != nil {
 		unsupported()

@@ -34,11 +34,12 @@ const (
 	costEval           = 400  // one (subschema, value) evaluation
 	costNode           = 3000 // compiling one (sub)schema
 	costPatternCompile = 300  // per pattern byte compiled
+	costInstCompile    = 150  // per instruction of a compiled pattern
 	costMatchStep      = 2    // per compiled instruction per input byte
 	costByte           = 2    // per byte canonicalized, counted or compared
 	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
 	costNumber         = 300  // per number made exact (big.Rat)
-	costDecodeByte     = 16   // per byte of JSON decoded (encoding/json into any: allocation-bound)
+	costDecodeByte     = 20   // per byte of JSON decoded (encoding/json into any: allocation-bound)
 )
 
 // maxEvalDepth bounds the evaluation's recursion.

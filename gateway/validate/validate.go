@@ -211,7 +211,8 @@ func (s *Schema) Evaluate(args json.RawMessage) (res Result) {
 	if costDecodeByte*len(args) > MaxWork/2 {
 		return v.passThrough(ReasonBudget) // decoding alone would cost half the budget
 	}
-	inst, bounded, err := decodeBounded(args)
+	inst, err := decodeJSON(args)
+	_, bounded := scan(args)
 	if err != nil {
 		return Result{Findings: []Finding{{Path: "/", Code: "json", Expected: "a JSON object"}}, Total: 1}
 	}
@@ -282,11 +283,14 @@ func (v *Validator) compiled(schema json.RawMessage) *compiled {
 	return c.(*compiled)
 }
 
-// nestingDepth is the deepest object/array nesting in a JSON text, counted
-// without decoding (brackets inside strings do not count).
-func nestingDepth(b []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range b {
+// scan is one pass over a JSON text, without decoding: its deepest
+// object/array nesting, and whether every number literal is within
+// NumbersBounded's bounds (brackets and digits inside strings do not count).
+func scan(b []byte) (deepest int, numbersOK bool) {
+	depth, inString, escaped := 0, false, false
+	numbersOK = true
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		switch {
 		case inString:
 			switch {
@@ -304,9 +308,17 @@ func nestingDepth(b []byte) int {
 			deepest = max(deepest, depth)
 		case c == '}' || c == ']':
 			depth--
+		case c == '-' || (c >= '0' && c <= '9'):
+			start := i
+			for i+1 < len(b) && strings.IndexByte("0123456789+-.eE", b[i+1]) >= 0 {
+				i++
+			}
+			if numbersOK && !numberBounded(string(b[start:i+1])) {
+				numbersOK = false
+			}
 		}
 	}
-	return deepest
+	return deepest, numbersOK
 }
 
 // compile decodes and compiles a schema whose draft, without $schema, is
@@ -318,14 +330,15 @@ func (v *Validator) compile(schema json.RawMessage, def draft) (c *compiled) {
 			v.recovered(r, "compile")
 		}
 	}()
-	if nestingDepth(schema) > MaxSchemaDepth {
+	deepest, bounded := scan(schema)
+	if deepest > MaxSchemaDepth {
 		return &compiled{reason: ReasonDepth}
 	}
 	left := MaxCompileWork - costDecodeByte*len(schema) // decoding is charged before it runs
 	if left < 0 {
 		return &compiled{reason: ReasonBudget}
 	}
-	doc, bounded, err := decodeBounded(schema)
+	doc, err := decodeJSON(schema)
 	if err != nil {
 		return &compiled{reason: ReasonUnsupported}
 	}
@@ -430,29 +443,8 @@ const (
 // Exact number comparison (as JSON Schema validators do) is unbounded work
 // on a literal like 1e1000000.
 func NumbersBounded(data []byte) bool {
-	_, bounded, err := decodeBounded(data)
-	return err == nil && bounded
-}
-
-// numbersBounded is NumbersBounded over a decoded value.
-func numbersBounded(v any) bool {
-	switch x := v.(type) {
-	case json.Number:
-		return numberBounded(string(x))
-	case map[string]any:
-		for _, m := range x {
-			if !numbersBounded(m) {
-				return false
-			}
-		}
-	case []any:
-		for _, m := range x {
-			if !numbersBounded(m) {
-				return false
-			}
-		}
-	}
-	return true
+	_, bounded := scan(data)
+	return bounded && json.Valid(data)
 }
 
 func numberBounded(n string) bool {
