@@ -268,6 +268,9 @@ func FuzzRender(f *testing.F) {
 		`{"prefixItems":[{"type":"string"}],"items":{"$dynamicRef":"#x"},"$defs":{"x":{"if":{}}}}`,
 		`{"anyOf":[{"const":"a"},{"type":["null","string"],"pattern":"*/"}]}`,
 		`[1,{"a":null}]`, `"x"`, `{`,
+		`{"$id":"https://x.invalid/r","properties":{"a":{"$ref":"e.json#a"},"b":{"$ref":"#/properties/a"}},"$defs":{"e":{"$id":"e.json","$anchor":"a","type":"integer"}}}`,
+		`{"$dynamicRef":"#n","$defs":{"n":{"$dynamicAnchor":"n","items":{"$dynamicRef":"#n"}}}}`,
+		`{"$ref":"#/$defs/a~1b/0","$defs":{"a/b":[{"type":"string"}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}

@@ -37,3 +37,22 @@ func TestTokens_Unescape(t *testing.T) {
 		}
 	}
 }
+
+func FuzzResolve(f *testing.F) {
+	for _, s := range []string{"#/$defs/a", "other.json#x", "urn:uuid:1#/a", "%zz", "http://[::1]:80/a#/b~1c", ""} {
+		f.Add(RootBase, s)
+		f.Add("urn:uuid:deadbeef", s)
+	}
+	f.Fuzz(func(t *testing.T, base, ref string) {
+		_, frag, ok := Resolve(base, ref)
+		if !ok || !IsPointer(frag) {
+			return
+		}
+		for _, tok := range Tokens(frag) {
+			_, _ = Index(tok)
+			if got := Tokens("/" + Escape(tok)); len(got) != 1 || got[0] != tok {
+				t.Fatalf("token %q does not survive Escape: %q", tok, got)
+			}
+		}
+	})
+}
