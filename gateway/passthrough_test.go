@@ -100,3 +100,27 @@ func TestE8_PassThroughIsCountedAndLoggedOnce(t *testing.T) {
 		}
 	}
 }
+
+// A tool's input schema is compiled once per catalog generation, however
+// small the validator's LRU: the catalog entry keeps it.
+func TestE8_InputSchemaCompiledOncePerCatalogGeneration(t *testing.T) {
+	v := validate.New(validate.Options{CacheEntries: 1})
+	entry := &catalogEntry{tools: []Tool{
+		{Name: "a", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)},
+		{Name: "b", InputSchema: json.RawMessage(`{"type":"object","properties":{"s":{"type":"string"}}}`)},
+	}}
+	first := entry.inputSchema(&entry.tools[0], v)
+	for range 3 {
+		_ = entry.inputSchema(&entry.tools[1], v) // evicts a from the LRU of one
+		if got := entry.inputSchema(&entry.tools[0], v); got != first {
+			t.Fatal("a's schema was compiled again within one catalog generation")
+		}
+	}
+	if r := first.Evaluate(json.RawMessage(`{"n":"x"}`)); len(r.Findings) != 1 {
+		t.Fatalf("the kept schema still checks: %+v", r)
+	}
+	next := &catalogEntry{tools: entry.tools}
+	if next.inputSchema(&next.tools[0], v) == first {
+		t.Fatal("a new catalog generation keeps its own compiled schemas")
+	}
+}

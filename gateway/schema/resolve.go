@@ -62,10 +62,6 @@ func (r *resolver) enter(p place, s *value) place {
 	return place{base: uri, root: s}
 }
 
-func (r *resolver) baseOf(base string, s *value) string {
-	return r.enter(place{base: base, root: s}, s).base
-}
-
 func (r *resolver) draft4() bool { return r.declares("draft-04") }
 
 // oldRef: the document declares draft-04, -06 or -07.
