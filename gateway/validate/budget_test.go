@@ -166,3 +166,31 @@ func BenchmarkPathological(b *testing.B) {
 func reportCPU(b *testing.B, before time.Duration) {
 	b.ReportMetric(float64(cpuTime()-before)/float64(b.N)/1e6, "cpu-ms/op")
 }
+
+// Patterns mean what ECMA-262 says, where RE2 spells it differently: \s
+// includes Unicode white space, the dot excludes every line terminator.
+func TestPattern_ECMA262Semantics(t *testing.T) {
+	v := New(Options{})
+	for _, tc := range []struct {
+		pattern, value string
+		match          bool
+	}{
+		{`^\s$`, "\u00a0", true}, {`^\S$`, "\u00a0", false}, {`^\S$`, "a", true},
+		{`^[\s]$`, "\u2028", true}, {`^.$`, "\u2028", false}, {`^.$`, "é", true},
+		{`^\cJ$`, "\n", true}, {`^\u00e9$`, "é", true}, {`^\ud83d\ude00$`, "😀", true}, {`^\u{1F600}$`, "😀", true},
+		{`^[^]$`, "\n", true}, {`[]`, "a", false}, {`^\d+$`, "١٢", false},
+	} {
+		schema, _ := json.Marshal(map[string]any{"pattern": tc.pattern})
+		args, _ := json.Marshal(tc.value)
+		r := v.Evaluate(schema, args)
+		if r.Passthrough != ReasonNone || (r.Findings == nil) != tc.match {
+			t.Errorf("%s on %q: %+v, want match %v", tc.pattern, tc.value, r, tc.match)
+		}
+	}
+	for _, p := range []string{`[\S]`, `\ud83d`, `(?=a)`, `(a)\1`} {
+		schema, _ := json.Marshal(map[string]any{"pattern": p})
+		if r := v.Evaluate(schema, json.RawMessage(`"a"`)); r.Passthrough != ReasonUnsupported {
+			t.Errorf("%s: %+v, want unsupported", p, r)
+		}
+	}
+}

@@ -103,7 +103,7 @@ type node struct {
 	propertyNames     *node
 	dependentRequired map[string][]string
 	dependentKeys     []string // sorted keys of dependentRequired
-	dependencyCode    string   // "dependentRequired", or "dependencies" before 2019-09
+	dependencyCode    string   // "dependentRequired", or "dependencies"
 	dependentSchemas  map[string]*node
 	dependentSchemaKs []string // sorted keys of dependentSchemas
 
@@ -608,13 +608,24 @@ func (c *compiler) object(n *node, obj map[string]any, base string) {
 		if d, has := obj["dependentSchemas"]; has {
 			n.dependentSchemas = c.schemaMap(n, "dependentSchemas", d)
 		}
-	} else if d, has := obj["dependencies"]; has {
+	}
+	// dependencies is draft-07's spelling of both; 2019-09 on it is kept for
+	// compatibility, as validators commonly do.
+	if d, has := obj["dependencies"]; has {
 		m, ok := d.(map[string]any)
 		if !ok {
 			unsupported()
 		}
-		n.dependencyCode = "dependencies"
+		if n.dependencyCode == "" {
+			n.dependencyCode = "dependencies"
+		}
 		for name, v := range m {
+			if _, dup := n.dependentRequired[name]; dup {
+				unsupported() // one property, two dependency keywords
+			}
+			if _, dup := n.dependentSchemas[name]; dup {
+				unsupported()
+			}
 			if list, isList := v.([]any); isList {
 				if n.dependentRequired == nil {
 					n.dependentRequired = map[string][]string{}
@@ -801,8 +812,9 @@ func (c *compiler) flag(obj map[string]any, k string) bool {
 	return b
 }
 
-// regexp compiles a pattern with Go's RE2 engine (linear-time matching);
-// ECMA-262 syntax it does not accept makes the schema unsupported. Its cost
+// regexp compiles a pattern (ECMA-262, rewritten by ecmaToRE2) with Go's
+// RE2 engine (linear-time matching); syntax it does not accept makes the
+// schema unsupported. Its cost
 // is the size of the compiled program: matching costs at most that many
 // steps per input byte, which the evaluator charges before it runs.
 func (c *compiler) regexp(src string) compiledRegexp {
@@ -810,7 +822,11 @@ func (c *compiler) regexp(src string) compiledRegexp {
 		return re
 	}
 	c.spend(len(src) * costPatternCompile)
-	parsed, err := syntax.Parse(src, syntax.Perl)
+	re2, ok := ecmaToRE2(src)
+	if !ok {
+		unsupported()
+	}
+	parsed, err := syntax.Parse(re2, syntax.Perl)
 	if err != nil {
 		unsupported()
 	}
@@ -821,7 +837,7 @@ func (c *compiler) regexp(src string) compiledRegexp {
 	// A short pattern can expand to a large program ("[a-z]{1000}"):
 	// compiling the real matcher costs per instruction.
 	c.spend(len(prog.Inst) * costInstCompile)
-	re, err := regexp.Compile(src)
+	re, err := regexp.Compile(re2)
 	if err != nil {
 		unsupported()
 	}
