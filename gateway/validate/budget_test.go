@@ -102,6 +102,9 @@ func pathologicalCases() []pathological {
 				return fmt.Sprintf(`"d%d":{"additionalProperties":true,"$ref":"#/$defs/d%d"}`, i, i+1)
 			}, ",") + `,"d2000":true}}`),
 			args: json.RawMessage(`{` + props + `}`), want: ReasonBudget},
+		{name: "multipleOf and integer over 24,000 numbers",
+			schema: json.RawMessage(`{"properties":{"a":{"items":{"type":"integer","multipleOf":0.0001,"minimum":-1e300,"maximum":1e300}}}}`),
+			args:   json.RawMessage(`{"a":[` + repeatJoin(24000, func(i int) string { return fmt.Sprintf("%d.5e-3", i) }, ",") + `]}`), want: ReasonBudget},
 		{name: "uniqueItems over 1,200 items of 200 bytes",
 			schema: json.RawMessage(`{"properties":{"a":{"uniqueItems":true}}}`),
 			args:   json.RawMessage(`{"a":[` + repeatJoin(1200, func(i int) string { return fmt.Sprintf(`"%0200d"`, i) }, ",") + `]}`), want: ReasonNone},

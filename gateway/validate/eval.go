@@ -228,6 +228,9 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 		ok = ok && r
 	}
 
+	if num, isNumber := v.(json.Number); isNumber && !plainInteger(num) && slices.Contains(n.types, "integer") {
+		e.spend(costNumber) // integer-ness of 1.0 or 1e3 is exact arithmetic
+	}
 	if n.types != nil && !slices.ContainsFunc(n.types, func(t string) bool { return hasType(v, t) }) {
 		fail(path, "type", n.sortedTypes)
 	}
@@ -377,6 +380,10 @@ func (e *evaluator) number(n *node, num json.Number, path *seg, fail func(*seg, 
 	if n.minimum == nil && n.maximum == nil && n.exclusiveMinimum == nil &&
 		n.exclusiveMaximum == nil && n.multipleOf == nil {
 		return
+	}
+	e.spend(costNumber * 2) // exact value and comparisons
+	if n.multipleOf != nil {
+		e.spend(costNumber * 3) // an exact division
 	}
 	x, good := new(big.Rat).SetString(string(num))
 	if !good {
@@ -599,11 +606,17 @@ func hasType(v any, t string) bool {
 		if t != "integer" {
 			return false
 		}
+		if plainInteger(x) {
+			return true
+		}
 		r, ok := new(big.Rat).SetString(string(x))
 		return ok && r.IsInt()
 	}
 	return false
 }
+
+// plainInteger: a literal without fraction or exponent is an integer.
+func plainInteger(n json.Number) bool { return !strings.ContainsAny(string(n), ".eE") }
 
 // canonical renders a JSON value so that equal JSON values (numbers by
 // value, 1 equals 1.0; objects regardless of member order) render the same:
