@@ -36,6 +36,7 @@ const (
 	costPatternCompile = 300  // per pattern byte compiled
 	costInstCompile    = 150  // per instruction of a compiled pattern
 	costMatchStep      = 2    // per compiled instruction per input byte
+	costMatch          = 150  // per match started
 	costByte           = 2    // per byte canonicalized, counted or compared
 	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
 	costNumber         = 300  // per number made exact (big.Rat)
@@ -55,16 +56,22 @@ func (s *seg) pointer() string {
 	if s == nil {
 		return "/"
 	}
-	var toks []string
+	n := 0
 	for p := s; p != nil; p = p.parent {
-		toks = append(toks, p.token)
+		n += 1 + len(p.token) + strings.Count(p.token, "~") + strings.Count(p.token, "/")
 	}
-	var b strings.Builder
-	for i := len(toks) - 1; i >= 0; i-- {
-		b.WriteByte('/')
-		b.WriteString(escape(toks[i]))
+	b := make([]byte, n)
+	for p := s; p != nil; p = p.parent {
+		t := p.token
+		if strings.ContainsAny(t, "~/") {
+			t = escape(t)
+		}
+		n -= len(t)
+		copy(b[n:], t)
+		n--
+		b[n] = '/'
 	}
-	return b.String()
+	return string(b)
 }
 
 // annotations are what a successful evaluation evaluated, for
@@ -170,7 +177,9 @@ func (e *evaluator) spend(n int) {
 
 func (e *evaluator) add(path *seg, code, expected string) {
 	if len(e.findings) < maxCollected {
-		e.findings = append(e.findings, Finding{Path: path.pointer(), Code: code, Expected: expected})
+		p := path.pointer()
+		e.spend(costEval + 4*costByte*len(p)) // walking the path costs more than its bytes
+		e.findings = append(e.findings, Finding{Path: p, Code: code, Expected: expected})
 	}
 }
 
@@ -374,7 +383,7 @@ func (e *evaluator) dynamicTarget(d *dynamicRef) *node {
 
 // matchCost is what matching a compiled pattern of cost instructions
 // against n bytes may cost.
-func matchCost(cost, n int) int { return costMatchStep * cost * (n + 1) }
+func matchCost(cost, n int) int { return costMatch + costMatchStep*cost*(n+1) }
 
 func (e *evaluator) number(n *node, num json.Number, path *seg, fail func(*seg, string, string)) {
 	if n.minimum == nil && n.maximum == nil && n.exclusiveMinimum == nil &&
