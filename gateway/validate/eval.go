@@ -37,6 +37,7 @@ const (
 	costInstCompile    = 150  // per instruction of a compiled pattern
 	costMatchStep      = 2    // per compiled instruction per input byte
 	costMatch          = 150  // per match started
+	costScope          = 20   // per dynamic-scope entry searched
 	costByte           = 2    // per byte canonicalized, counted or compared
 	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
 	costNumber         = 300  // per number made exact (big.Rat)
@@ -364,6 +365,7 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 // current dynamic scope: the outermost resource that declares the same
 // $dynamicAnchor (or a root $recursiveAnchor), else the initial target.
 func (e *evaluator) dynamicTarget(d *dynamicRef) *node {
+	e.spend(costScope * len(e.scope)) // the scope is searched
 	switch {
 	case d.anchor != "":
 		for _, r := range e.scope {
