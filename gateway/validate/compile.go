@@ -296,7 +296,7 @@ func (c *compiler) at(loc string, s any, base string, res *resource) *node {
 	if n, ok := c.byLoc[loc]; ok {
 		return n
 	}
-	c.spend(costNode)
+	c.spend(costNode + costByte*len(loc)) // a node keeps its location
 	if strings.Count(loc, "/") > 2*MaxSchemaDepth {
 		panic(passThrough{ReasonDepth})
 	}
