@@ -41,7 +41,7 @@ const (
 	costByte           = 2    // per byte canonicalized, counted or compared
 	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
 	costNumber         = 300  // per number made exact (big.Rat)
-	costDecodeByte     = 20   // per byte of JSON decoded (encoding/json into any: allocation-bound)
+	costDecodeByte     = 30   // per byte of JSON decoded (encoding/json into any: allocation-bound)
 )
 
 // maxEvalDepth bounds the evaluation's recursion.
