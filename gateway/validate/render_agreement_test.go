@@ -109,8 +109,9 @@ func refusedForUnshownType(findings []Finding, path, rendered string) (Finding, 
 
 // What describe shows is what validate checks: for every schema of the
 // suite's required cases (and the example), a value shaped like the
-// rendered type — at the root, or at each property of a rendered object —
-// is never refused for a type the rendering did not show.
+// rendered type — at the root, or at each property of a rendered object, a
+// primitive or an array of one — is never refused for a type the rendering
+// did not show.
 func TestRender_ValueShapedLikeTheRenderingIsNotRefusedForAnotherType(t *testing.T) {
 	cases := loadSuite(t)
 	v := New(Options{})
@@ -141,18 +142,29 @@ func TestRender_ValueShapedLikeTheRenderingIsNotRefusedForAnotherType(t *testing
 				t.Errorf("%s: rendered %q, so %s at %s is shaped like it, but validation wants %q\nschema %s", id, shape.Text, args, path, f.Expected, raw)
 			}
 		}
-		for _, p := range primitives(shape.Text) {
-			check("/", p, sampleOf[p])
+		// at checks a value shaped like rendered at path: a primitive, or
+		// an array of one (its first item).
+		at := func(path, rendered string, wrap func(json.RawMessage) string) {
+			for _, p := range primitives(rendered) {
+				check(path, p, wrap(json.RawMessage(sampleOf[p])))
+			}
+			if item, isArray := strings.CutSuffix(rendered, "[]"); isArray {
+				itemPath := strings.TrimSuffix(path, "/") + "/0"
+				for _, p := range primitives(item) {
+					check(itemPath, p, wrap(json.RawMessage("["+sampleOf[p]+"]")))
+				}
+			}
 		}
+		at("/", shape.Text, func(v json.RawMessage) string { return string(v) })
 		names, types, ok := renderedEntries(shape.Text)
 		if !ok {
 			continue
 		}
 		for i, name := range names {
-			for _, p := range primitives(types[i]) {
-				args, _ := json.Marshal(map[string]json.RawMessage{name: json.RawMessage(sampleOf[p])})
-				check("/"+escape(name), p, string(args))
-			}
+			at("/"+escape(name), types[i], func(v json.RawMessage) string {
+				args, _ := json.Marshal(map[string]json.RawMessage{name: v})
+				return string(args)
+			})
 		}
 	}
 	if checked < 200 {
