@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator
 	}
 	// Checks that passed through unvalidated, by reason (each reason at 0
 	// from start); the gateway logs the first per connector and tool.
-	for _, reason := range validate.Reasons {
+	for _, reason := range validate.Reasons() {
 		extra = append(extra, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "connecta_validation_passthrough_total",
 			Help:        "Argument checks that passed through unvalidated (the downstream judged the arguments), by reason.",

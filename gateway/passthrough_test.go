@@ -51,7 +51,7 @@ func TestE8_PassThroughIsCountedAndLoggedOnce(t *testing.T) {
 	count := func(reason validate.Reason) float64 {
 		t.Helper()
 		n, err := testutil.GatherAndCount(reg, "connecta_validation_passthrough_total")
-		if err != nil || n != len(validate.Reasons) {
+		if err != nil || n != len(validate.Reasons()) {
 			t.Fatalf("series %d (want one per reason), %v", n, err)
 		}
 		mfs, _ := reg.Gather()
@@ -68,7 +68,7 @@ func TestE8_PassThroughIsCountedAndLoggedOnce(t *testing.T) {
 		t.Fatalf("no series for %s", reason)
 		return 0
 	}
-	for _, r := range validate.Reasons {
+	for _, r := range validate.Reasons() {
 		if count(r) != 0 {
 			t.Fatalf("%s not at 0 from start", r)
 		}

@@ -158,8 +158,11 @@ const (
 	ReasonRemoteRef   Reason = "remote_ref"  // a reference to another document (never loaded)
 )
 
+// reasons are every pass-through reason, in counter order.
+var reasons = [...]Reason{ReasonUnsupported, ReasonBudget, ReasonDepth, ReasonRemoteRef}
+
 // Reasons lists every pass-through reason, for series at zero from start.
-var Reasons = [...]Reason{ReasonUnsupported, ReasonBudget, ReasonDepth, ReasonRemoteRef}
+func Reasons() []Reason { return reasons[:] }
 
 // passThrough unwinds compilation or evaluation with its reason.
 type passThrough struct{ reason Reason }

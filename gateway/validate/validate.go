@@ -84,7 +84,7 @@ type Validator struct {
 	entries      int
 	logger       *slog.Logger
 	panics       atomic.Uint64
-	passthroughs [len(Reasons)]atomic.Uint64
+	passthroughs [len(reasons)]atomic.Uint64
 	// flight compiles each distinct schema once however many calls need it
 	// at the same time: a hostile schema is not compiled once per call.
 	flight singleflight.Group
@@ -140,7 +140,7 @@ func (v *Validator) Passthroughs(reason Reason) uint64 {
 	if v == nil {
 		return 0
 	}
-	if i := slices.Index(Reasons[:], reason); i >= 0 {
+	if i := slices.Index(reasons[:], reason); i >= 0 {
 		return v.passthroughs[i].Load()
 	}
 	return 0
@@ -237,7 +237,7 @@ func (s *Schema) Evaluate(args json.RawMessage) (res Result) {
 }
 
 func (v *Validator) passThrough(reason Reason) Result {
-	if i := slices.Index(Reasons[:], reason); i >= 0 {
+	if i := slices.Index(reasons[:], reason); i >= 0 {
 		v.passthroughs[i].Add(1)
 	}
 	return Result{Passthrough: reason}
