@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
+	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,6 +21,23 @@ type catalogEntry struct {
 	byName    map[string]int
 	fetchedAt time.Time
 	expires   time.Time
+	// inputs are the compiled input schemas by tool name (*inputSchema),
+	// compiled on a tool's first call: once per tool and catalog
+	// generation, however many tools the catalog has.
+	inputs sync.Map
+}
+
+type inputSchema struct {
+	once   sync.Once
+	schema *validate.Schema
+}
+
+// inputSchema is t's compiled input schema in this catalog generation.
+func (e *catalogEntry) inputSchema(t *Tool, v *validate.Validator) *validate.Schema {
+	x, _ := e.inputs.LoadOrStore(t.Name, &inputSchema{})
+	in := x.(*inputSchema)
+	in.once.Do(func() { in.schema = v.Compile(t.InputSchema) })
+	return in.schema
 }
 
 func (e *catalogEntry) lookup(name string) (*Tool, bool) {

@@ -160,6 +160,10 @@ type Gateway struct {
 	// closeLater adds nothing to it.
 	lateMu     sync.Mutex
 	lateClosed bool
+	// passMu guards passLogged: the (connector, tool, reason) triples whose
+	// validation pass-through was logged (once each; counted always).
+	passMu     sync.Mutex
+	passLogged map[passThroughKey]bool
 }
 
 // ConnectorHealth is a payload-free snapshot of one connector.

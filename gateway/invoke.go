@@ -237,8 +237,12 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 		return finish(invalidArgs(req.Front, t, []validate.Finding{{Path: "/", Code: "type", Expected: "object"}}, 1))
 	}
 	if g.opts.Validator != nil && len(t.InputSchema) > 0 {
-		if findings, total := g.opts.Validator.CheckAll(t.InputSchema, args); len(findings) > 0 {
-			return finish(invalidArgs(req.Front, t, findings, total))
+		r := entry.inputSchema(t, g.opts.Validator).Evaluate(args)
+		if r.Passthrough != validate.ReasonNone {
+			g.validationPassedThrough(connID, toolName, r.Passthrough)
+		}
+		if len(r.Findings) > 0 {
+			return finish(invalidArgs(req.Front, t, r.Findings, r.Total))
 		}
 	}
 

@@ -37,6 +37,15 @@ func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator
 			ConstLabels: prometheus.Labels{"component": c.name},
 		}, func() float64 { return float64(c.panics()) }))
 	}
+	// Checks that passed through unvalidated, by reason (each reason at 0
+	// from start); the gateway logs the first per connector and tool.
+	for _, reason := range validate.Reasons() {
+		extra = append(extra, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "connecta_validation_passthrough_total",
+			Help:        "Argument checks that passed through unvalidated (the downstream judged the arguments), by reason.",
+			ConstLabels: prometheus.Labels{"reason": string(reason)},
+		}, func() float64 { return float64(validator.Passthroughs(reason)) }))
+	}
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "connecta_downstream_calls_total",

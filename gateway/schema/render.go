@@ -162,10 +162,11 @@ type renderOptions struct {
 
 // renderer walks one schema document.
 type renderer struct {
-	root *value
+	res  *resolver
+	at   place // where the schema being rendered sits
 	w    *work
 	opt  renderOptions
-	seen []string // $ref names on the current path, in insertion order
+	seen []string // resolved $ref keys on the current path, in insertion order
 }
 
 func (r *renderer) seenHas(name string) bool {
@@ -248,6 +249,9 @@ func (r *renderer) node(s *value, depth int) string {
 	if s.kind != kindObject {
 		return r.w.json(s)
 	}
+	saved := r.at
+	r.at = r.res.enter(r.at, s)
+	defer func() { r.at = saved }()
 
 	// Conditions have no single static shape: keep the base, mark it, and
 	// send callers to the exact schema.
@@ -294,14 +298,12 @@ func (r *renderer) node(s *value, depth int) string {
 		ref = s.get("$dynamicRef")
 	}
 	if ref.isString() {
-		name := refName(r.w.str(ref))
+		text := r.w.str(ref)
+		name := refName(text)
 		if dynamic {
 			name = strings.TrimPrefix(name, "#")
 		}
-		if r.seenHas(name) {
-			return name
-		}
-		target := resolveDefinition(r.root, name)
+		target, at, resolved := r.res.resolve(r.at, text)
 		if target == nil {
 			if dynamic {
 				r.w.truncated = true
@@ -309,11 +311,17 @@ func (r *renderer) node(s *value, depth int) string {
 			}
 			return name
 		}
-		key := name + "\x00" + strconv.Itoa(depth) + "\x00" + strings.Join(r.seen, "\x00")
+		if r.seenHas(resolved) {
+			return name
+		}
+		key := resolved + "\x00" + strconv.Itoa(depth) + "\x00" + strings.Join(r.seen, "\x00")
 		rendered, ok := r.w.refs[key]
 		if !ok {
-			r.seen = append(r.seen, name)
+			r.seen = append(r.seen, resolved)
+			outer := r.at
+			r.at = at
 			rendered = r.render(target, depth)
+			r.at = outer
 			r.seen = r.seen[:len(r.seen)-1]
 			r.w.refs[key] = rendered
 		}
@@ -491,21 +499,6 @@ func refName(ref string) string {
 		return ref[i+1:]
 	}
 	return ref
-}
-
-// resolveDefinition looks name up in the root's definitions, then $defs.
-func resolveDefinition(root *value, name string) *value {
-	if d := root.get("definitions"); d.isObject() {
-		if v := d.get(name); v != nil {
-			return v
-		}
-	}
-	if d := root.get("$defs"); d.isObject() {
-		if v := d.get(name); v != nil {
-			return v
-		}
-	}
-	return nil
 }
 
 // declaresShape says whether a schema has anything the renderer draws on its

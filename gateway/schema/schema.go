@@ -6,7 +6,8 @@
 // and constraint comment in search mode, depth 4, and the raw-JSON fallback
 // gives up past 32 levels. A hostile schema (deep nesting, huge enums, $ref
 // cycles, megabyte descriptions) costs at most one linear parse plus that
-// budget. The package imports nothing of ours.
+// budget. It imports nothing of ours but gateway/schemaref, the reference
+// rule it shares with gateway/validate.
 package schema
 
 // Shape is one rendered schema.
@@ -69,7 +70,8 @@ func (d *Doc) Keys() (keys Keys, ok bool) {
 			keys, ok = Keys{}, false
 		}
 	}()
-	k := objectKeys(d.root, d.root, nil, 0, w)
+	rs := newResolver(d.root)
+	k := objectKeys(d.root, rs, rs.top(), nil, 0, w)
 	if k == nil {
 		return Keys{}, false
 	}
@@ -140,7 +142,8 @@ func (d *Doc) pass(w *work, opt renderOptions) (text string, err any) {
 			text, err = "", p
 		}
 	}()
-	r := &renderer{root: d.root, w: w, opt: opt}
+	rs := newResolver(d.root)
+	r := &renderer{res: rs, at: rs.top(), w: w, opt: opt}
 	return r.render(d.root, 0), nil
 }
 
@@ -158,7 +161,8 @@ func keyOnlyShape(root *value, w *work) (shape string) {
 			shape = fallback
 		}
 	}()
-	keys := objectKeys(root, root, nil, 0, w)
+	rs := newResolver(root)
+	keys := objectKeys(root, rs, rs.top(), nil, 0, w)
 	if keys == nil {
 		return fallback
 	}
@@ -218,11 +222,12 @@ func joinComma(parts []string) string {
 
 // objectKeys is the key-collecting twin of the renderer; its branch order
 // must match node's. nil means "not an object shape".
-func objectKeys(s, root *value, seen []string, depth int, w *work) *Keys {
+func objectKeys(s *value, rs *resolver, at place, seen []string, depth int, w *work) *Keys {
 	w.visit()
 	if depth > MaxDepth || s.kind != kindObject {
 		return nil
 	}
+	at = rs.enter(at, s)
 	if allOf := s.get("allOf"); allOf.isArray() {
 		own := newObject()
 		keys, vals := s.members()
@@ -235,14 +240,14 @@ func objectKeys(s, root *value, seen []string, depth int, w *work) *Keys {
 		}
 		var parts []*Keys
 		if declaresShape(own) {
-			p := objectKeys(own, root, seen, depth, w)
+			p := objectKeys(own, rs, at, seen, depth, w)
 			if p == nil {
 				return nil
 			}
 			parts = append(parts, p)
 		}
 		for _, m := range allOf.elems() {
-			p := objectKeys(m, root, seen, depth+1, w)
+			p := objectKeys(m, rs, at, seen, depth+1, w)
 			if p == nil {
 				return nil
 			}
@@ -255,25 +260,20 @@ func objectKeys(s, root *value, seen []string, depth int, w *work) *Keys {
 	}
 
 	ref := s.get("$ref")
-	dynamic := ref == nil
 	if ref == nil || ref.kind == kindNull {
 		ref = s.get("$dynamicRef")
 	}
 	if ref.isString() {
-		name := refName(w.str(ref))
-		if dynamic {
-			name = trimHash(name)
-		}
-		for _, n := range seen {
-			if n == name {
-				return nil
-			}
-		}
-		target := resolveDefinition(root, name)
+		target, to, key := rs.resolve(at, w.str(ref))
 		if target == nil {
 			return nil
 		}
-		return objectKeys(target, root, append(seen[:len(seen):len(seen)], name), depth, w)
+		for _, n := range seen {
+			if n == key {
+				return nil
+			}
+		}
+		return objectKeys(target, rs, to, append(seen[:len(seen):len(seen)], key), depth, w)
 	}
 
 	union := s.get("oneOf")
@@ -306,13 +306,6 @@ func objectKeys(s, root *value, seen []string, depth int, w *work) *Keys {
 		return &Keys{Properties: properties, Required: required}
 	}
 	return nil
-}
-
-func trimHash(s string) string {
-	if len(s) > 0 && s[0] == '#' {
-		return s[1:]
-	}
-	return s
 }
 
 // mergeKeys unions parts in declaration order, first occurrence winning.

@@ -178,10 +178,17 @@ func TestS1_ConditionalKeepsBaseAndFlags(t *testing.T) {
 	}
 }
 
-func TestS1_DynamicRefResolvesSameNamedDefinition(t *testing.T) {
-	s := RenderSearch([]byte(`{"$dynamicRef":"#meta","$defs":{"meta":{"type":"object","properties":{"x":{"type":"string"}}}}}`))
+// A $dynamicRef resolves to the anchor it names, as in validation; a
+// definition that merely shares the name is not that anchor (the Node
+// implementation's last-segment rule rendered it).
+func TestS1_DynamicRefResolvesItsAnchor(t *testing.T) {
+	s := RenderSearch([]byte(`{"$dynamicRef":"#meta","$defs":{"meta":{"$dynamicAnchor":"meta","type":"object","properties":{"x":{"type":"string"}}}}}`))
 	if s.Text != "{ x?: string }" || s.Truncated {
 		t.Fatalf("got %+v", s)
+	}
+	s = RenderSearch([]byte(`{"$dynamicRef":"#meta","$defs":{"meta":{"type":"object","properties":{"x":{"type":"string"}}}}}`))
+	if s.Text != "unknown" || !s.Truncated {
+		t.Fatalf("a same-named definition without the anchor: got %+v", s)
 	}
 	s = RenderSearch([]byte(`{"$dynamicRef":"#meta"}`))
 	if s.Text != "unknown" || !s.Truncated {
@@ -261,6 +268,9 @@ func FuzzRender(f *testing.F) {
 		`{"prefixItems":[{"type":"string"}],"items":{"$dynamicRef":"#x"},"$defs":{"x":{"if":{}}}}`,
 		`{"anyOf":[{"const":"a"},{"type":["null","string"],"pattern":"*/"}]}`,
 		`[1,{"a":null}]`, `"x"`, `{`,
+		`{"$id":"https://x.invalid/r","properties":{"a":{"$ref":"e.json#a"},"b":{"$ref":"#/properties/a"}},"$defs":{"e":{"$id":"e.json","$anchor":"a","type":"integer"}}}`,
+		`{"$dynamicRef":"#n","$defs":{"n":{"$dynamicAnchor":"n","items":{"$dynamicRef":"#n"}}}}`,
+		`{"$ref":"#/$defs/a~1b/0","$defs":{"a/b":[{"type":"string"}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -306,6 +316,15 @@ func TestS1_ResolvedRefTextIsReusedWithinOneWalk(t *testing.T) {
 	// Ten uncached renders of D would cost 3,000+ visits; reuse keeps it whole.
 	s := RenderSearch(raw)
 	if s.Truncated || !strings.HasPrefix(s.Text, "{ p0?: { x?: {} }, p1?: { x?: {} }") {
+		t.Fatalf("got %+v", s)
+	}
+}
+
+// The issue's example: describe showed b?: string (the definition named by
+// the last segment) while validation checks #/properties/a, an integer.
+func TestS1_RefResolvesByFullPointer(t *testing.T) {
+	s := RenderSearch([]byte(`{"properties":{"a":{"type":"integer"},"b":{"$ref":"#/properties/a"}},"$defs":{"a":{"type":"string"}}}`))
+	if s.Text != "{ a?: integer, b?: integer }" {
 		t.Fatalf("got %+v", s)
 	}
 }

@@ -7,19 +7,30 @@ import (
 	"io"
 	"math"
 	"math/big"
-	"net/url"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/connecta-dev/connecta/gateway/schemaref"
 )
 
-// The compiler turns a decoded schema document into a tree of nodes, once
-// per distinct schema, so a check never interprets keywords again. Anything
-// it does not understand exactly — an unknown $schema, a reference it cannot
-// follow inside this document, an embedded $id, dynamic references, an
-// ill-typed keyword, a pattern Go's regexp cannot compile — makes the schema
-// unsupported: it passes through and the downstream judges the arguments.
+// The compiler turns a decoded schema document into a graph of nodes, once
+// per distinct schema, so a check never interprets keywords again. It knows
+// every schema resource of the document — the root and each embedded $id
+// (id before draft-06), with its own base URI — and resolves $ref by the
+// full URI: a JSON pointer inside the resource it names, or an anchor
+// ($anchor, $dynamicAnchor, or a draft-04..07 "#name" $id). $dynamicRef
+// (2020-12) and $recursiveRef (2019-09) keep their initial target and are
+// redirected through the dynamic scope at evaluation time.
+//
+// What passes through (the downstream judges the arguments), with its
+// reason: a reference to any other document, including json-schema.org
+// metaschemas (remote_ref); an unknown $schema, an embedded resource of
+// another draft, an ill-typed keyword, a pattern Go's regexp cannot compile,
+// a dangling pointer or anchor (unsupported); nesting over MaxSchemaDepth
+// (depth); compilation over its work budget (budget).
 
 type draft int
 
@@ -55,26 +66,30 @@ func draftOf(s string) (draft, bool) {
 
 // node is one compiled (sub)schema. Absent keywords are nil, empty or -1.
 type node struct {
-	loc string // JSON pointer of this schema inside the document, "" for the root
+	loc string    // JSON pointer of this schema inside the document, "" for the root
+	res *resource // the schema resource this node belongs to
 
 	isBool, boolean bool
 
 	ref     *node
 	refOnly bool // before 2019-09 a $ref's siblings are ignored
+	// dynamic is a $dynamicRef (2020-12) or $recursiveRef (2019-09).
+	dynamic *dynamicRef
 
 	types       []string // as declared
 	sortedTypes string   // "null | string", for findings
 
 	hasEnum  bool
-	enum     []any
+	enum     map[string]bool // canonical forms
 	hasConst bool
-	constant any
+	constant string // canonical form
 
 	minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf *big.Rat
 
 	minLength, maxLength         int
 	pattern                      *regexp.Regexp
 	patternSrc                   string
+	patternCost                  int // instructions of the compiled pattern
 	minItems, maxItems           int
 	uniqueItems                  bool
 	minContains, maxContains     int
@@ -87,8 +102,10 @@ type node struct {
 	unevaluatedProps  *node
 	propertyNames     *node
 	dependentRequired map[string][]string
-	dependencyCode    string // "dependentRequired", or "dependencies" before 2019-09
+	dependentKeys     []string // sorted keys of dependentRequired
+	dependencyCode    string   // "dependentRequired", or "dependencies"
 	dependentSchemas  map[string]*node
+	dependentSchemaKs []string // sorted keys of dependentSchemas
 
 	prefixItems      []*node
 	items            *node // applies after prefixItems
@@ -98,29 +115,101 @@ type node struct {
 
 	allOf, anyOf, oneOf    []*node
 	not, ifS, thenS, elseS *node
+
+	objectKeywords, arrayKeywords bool // any keyword that looks inside
+}
+
+// resource is one schema resource: the document root or an embedded $id.
+type resource struct {
+	uri   string // absolute, without fragment
+	loc   string
+	value any
+	root  *node
+	// dynamic are the $dynamicAnchor names of this resource (2020-12);
+	// recursive is a root "$recursiveAnchor": true (2019-09).
+	dynamic   map[string]*node
+	recursive bool
+}
+
+// dynamicRef is a reference redirected by the dynamic scope.
+type dynamicRef struct {
+	initial *node
+	// anchor is the $dynamicAnchor name the initial target carries (the
+	// 2020-12 "bookend"); "" means the reference acts as a plain $ref.
+	anchor    string
+	recursive bool // $recursiveRef whose initial target has $recursiveAnchor
 }
 
 type patternNode struct {
-	re *regexp.Regexp
-	n  *node
+	re   *regexp.Regexp
+	cost int
+	n    *node
 }
 
-var errUnsupported = errors.New("unsupported schema")
+// Reason says why a check passed through unvalidated; it labels
+// connecta_validation_passthrough_total.
+type Reason string
+
+const (
+	ReasonNone        Reason = ""
+	ReasonUnsupported Reason = "unsupported" // a keyword or form connecta does not evaluate exactly
+	ReasonBudget      Reason = "budget"      // compiling or evaluating would cost more than MaxWork
+	ReasonDepth       Reason = "depth"       // nesting over MaxSchemaDepth, or evaluation over maxEvalDepth
+	ReasonRemoteRef   Reason = "remote_ref"  // a reference to another document (never loaded)
+)
+
+// reasons are every pass-through reason, in counter order.
+var reasons = [...]Reason{ReasonUnsupported, ReasonBudget, ReasonDepth, ReasonRemoteRef}
+
+// Reasons lists every pass-through reason, for series at zero from start.
+func Reasons() []Reason { return reasons[:] }
+
+// passThrough unwinds compilation or evaluation with its reason.
+type passThrough struct{ reason Reason }
+
+func (p passThrough) Error() string { return "schema passes through: " + string(p.reason) }
+
+var errUnsupported = passThrough{ReasonUnsupported}
 
 type compiler struct {
-	root    any
-	draft   draft
-	rootID  string // the root's $id without fragment, "" when none
-	byLoc   map[string]*node
-	anchors map[string]string // $anchor name → location
-	pending []pendingRef
-	regexps map[string]*regexp.Regexp
+	root      any
+	draft     draft
+	byLoc     map[string]*node
+	resources map[string]*resource // by absolute URI
+	anchors   map[string]*anchorAt // by absolute URI with fragment
+	pending   []pendingRef
+	regexps   map[string]compiledRegexp
+	left      int  // compile work left (of MaxCompileWork)
+	needAnn   bool // some unevaluated* keyword needs annotations
+}
+
+type anchorAt struct {
+	loc     string
+	value   any
+	base    string
+	dynamic bool
+	res     *resource
+}
+
+type compiledRegexp struct {
+	re   *regexp.Regexp
+	cost int
 }
 
 type pendingRef struct {
-	n   *node
-	ref string
+	n    *node
+	ref  string
+	base string
+	kind refKind
 }
+
+type refKind int
+
+const (
+	plainRef refKind = iota
+	dynamicRefKind
+	recursiveRefKind
+)
 
 // decodeJSON decodes exactly one JSON value with numbers kept as literals.
 func decodeJSON(data []byte) (any, error) {
@@ -136,63 +225,110 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-// compileSchema compiles a decoded schema document; nil means unsupported.
-func compileSchema(doc any) (root *node) {
-	c := &compiler{root: doc, draft: draft2020, byLoc: map[string]*node{},
-		anchors: map[string]string{}, regexps: map[string]*regexp.Regexp{}}
-	if obj, ok := doc.(map[string]any); ok {
-		if s, has := obj["$schema"]; has {
-			str, ok := s.(string)
-			if !ok {
-				return nil
-			}
-			d, ok := draftOf(str)
-			if !ok {
-				return nil
-			}
-			c.draft = d
-		}
-	}
+// compileSchema compiles a decoded schema document whose draft, without a
+// $schema, is def, within left units of work; nil root means it passes
+// through, for reason.
+func compileSchema(doc any, def draft, left int) (root *node, needAnn bool, reason Reason) {
+	c := &compiler{root: doc, draft: def, byLoc: map[string]*node{},
+		resources: map[string]*resource{}, anchors: map[string]*anchorAt{},
+		regexps: map[string]compiledRegexp{}, left: left}
 	defer func() {
 		if r := recover(); r != nil {
-			if r != errUnsupported { //nolint:errorlint // sentinel identity
+			p, ok := r.(passThrough)
+			if !ok {
 				panic(r)
 			}
-			root = nil
+			root, needAnn, reason = nil, false, p.reason
 		}
 	}()
-	root = c.at("", doc)
+	if obj, ok := doc.(map[string]any); ok {
+		if s, has := obj["$schema"]; has {
+			c.draft = schemaDraft(s)
+		}
+	}
+	root = c.at("", doc, schemaref.RootBase, nil)
 	// References are resolved after the whole tree is compiled so that
-	// anchors anywhere in it are known; a target outside the compiled tree
-	// (say "#/$defs/x/properties/y") compiles on demand and may add more.
+	// every resource and anchor in it is known; a target outside the
+	// compiled tree (say "#/$defs/x/properties/y", or inside an unknown
+	// keyword) compiles on demand and may add more.
 	for len(c.pending) > 0 {
 		p := c.pending[0]
 		c.pending = c.pending[1:]
-		p.n.ref = c.resolveRef(p.ref)
+		c.link(p)
 	}
-	return root
+	for key, a := range c.anchors {
+		if !a.dynamic {
+			continue
+		}
+		if a.res.dynamic == nil {
+			a.res.dynamic = map[string]*node{}
+		}
+		a.res.dynamic[strings.TrimPrefix(key, a.base+"#")] = c.byLoc[a.loc]
+	}
+	return root, c.needAnn, ReasonNone
+}
+
+func schemaDraft(s any) draft {
+	str, ok := s.(string)
+	if !ok {
+		unsupported()
+	}
+	d, ok := draftOf(str)
+	if !ok {
+		// Another metaschema: its vocabularies live in a document that is
+		// never loaded.
+		panic(passThrough{ReasonRemoteRef})
+	}
+	return d
 }
 
 func unsupported() { panic(errUnsupported) }
 
-// at compiles the schema s found at loc, once per location.
-func (c *compiler) at(loc string, s any) *node {
+// spend charges compile work (one unit per node and per keyword, the
+// pattern's size for a regexp).
+func (c *compiler) spend(n int) {
+	c.left -= n
+	if c.left < 0 {
+		panic(passThrough{ReasonBudget})
+	}
+}
+
+// at compiles the schema s found at loc with base URI base inside resource
+// res (nil: s starts one), once per location.
+func (c *compiler) at(loc string, s any, base string, res *resource) *node {
 	if n, ok := c.byLoc[loc]; ok {
 		return n
 	}
-	n := &node{loc: loc, minLength: -1, maxLength: -1, minItems: -1, maxItems: -1,
+	c.spend(costNode + costByte*len(loc)) // a node keeps its location
+	if strings.Count(loc, "/") > 2*MaxSchemaDepth {
+		panic(passThrough{ReasonDepth})
+	}
+	n := &node{loc: loc, res: res, minLength: -1, maxLength: -1, minItems: -1, maxItems: -1,
 		minContains: -1, maxContains: -1, minProperties: -1, maxProperties: -1}
 	c.byLoc[loc] = n
 	switch v := s.(type) {
 	case bool:
 		n.isBool, n.boolean = true, v
+		if res == nil {
+			n.res = c.resource(base, loc, s)
+			n.res.root = n
+		}
 		return n
 	case map[string]any:
-		c.object(n, v)
+		c.object(n, v, base)
 		return n
 	}
 	unsupported()
 	return nil
+}
+
+func (c *compiler) resource(uri, loc string, value any) *resource {
+	if prev, dup := c.resources[uri]; dup && prev.loc != loc {
+		unsupported() // two resources claim one URI
+	}
+	r := &resource{uri: uri, loc: loc, value: value}
+	c.resources[uri] = r
+	return r
 }
 
 func (c *compiler) child(n *node, s any, tokens ...string) *node {
@@ -200,39 +336,99 @@ func (c *compiler) child(n *node, s any, tokens ...string) *node {
 	for _, t := range tokens {
 		loc += "/" + escape(t)
 	}
-	return c.at(loc, s)
+	return c.at(loc, s, n.res.uri, n.res)
 }
 
-func (c *compiler) object(n *node, obj map[string]any) {
-	idKey := "$id"
-	if c.draft == draft4 {
-		idKey = "id"
+// resolveURI is schemaref.Resolve; a reference that is no URI is
+// unsupported.
+func resolveURI(base, ref string) (uri, fragment string) {
+	uri, fragment, ok := schemaref.Resolve(base, ref)
+	if !ok {
+		unsupported()
 	}
-	if id, has := obj[idKey]; has {
+	return uri, fragment
+}
+
+func (c *compiler) object(n *node, obj map[string]any, base string) {
+	c.spend(costKey * len(obj))
+	idKey := schemaref.IDKeyword(c.draft == draft4)
+	_, hasRef := obj["$ref"]
+	oldRef := hasRef && c.draft <= draft7
+	oldAnchor := ""
+	// Before 2019-09 a $ref's siblings, $id included, are ignored.
+	if id, has := obj[idKey]; has && !oldRef {
 		s, ok := id.(string)
-		switch {
-		case !ok:
+		if !ok {
 			unsupported()
-		case n.loc == "":
-			c.rootID, _, _ = strings.Cut(s, "#")
-		case c.draft <= draft7 && strings.HasPrefix(s, "#") && len(s) > 1:
-			c.anchor(s[1:], n.loc) // the old spelling of an anchor
-		default:
-			unsupported() // an embedded resource rebases every reference below it
 		}
-	}
-	if c.draft >= draft2019 {
-		for _, k := range [...]string{"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"} {
-			if _, has := obj[k]; has {
-				unsupported()
+		uri, frag := resolveURI(base, s)
+		switch {
+		case c.draft <= draft7 && schemaref.PlainNameID(s):
+			oldAnchor = frag // the old spelling of an anchor
+		case frag != "" && c.draft >= draft2019:
+			unsupported() // 2019-09 on, an $id carries no fragment
+		default:
+			if n.loc != "" {
+				if sch, has := obj["$schema"]; has && schemaDraft(sch) != c.draft {
+					unsupported() // an embedded resource of another draft
+				}
+			}
+			n.res = c.resource(uri, n.loc, obj)
+			n.res.root = n
+			base = uri
+			if frag != "" {
+				c.anchor(base, frag, n, obj, false)
 			}
 		}
+	}
+	if n.res == nil { // the document root without an $id
+		n.res = c.resource(base, n.loc, obj)
+		n.res.root = n
+	}
+	if oldAnchor != "" {
+		c.anchor(base, oldAnchor, n, obj, false)
+	}
+	if c.draft >= draft2019 {
 		if a, has := obj["$anchor"]; has {
 			s, ok := a.(string)
 			if !ok || s == "" {
 				unsupported()
 			}
-			c.anchor(s, n.loc)
+			c.anchor(base, s, n, obj, false)
+		}
+	}
+	if c.draft >= draft2020 {
+		if a, has := obj["$dynamicAnchor"]; has {
+			s, ok := a.(string)
+			if !ok || s == "" {
+				unsupported()
+			}
+			c.anchor(base, s, n, obj, true)
+		}
+		if r, has := obj["$dynamicRef"]; has {
+			s, ok := r.(string)
+			if !ok {
+				unsupported()
+			}
+			c.pending = append(c.pending, pendingRef{n, s, base, dynamicRefKind})
+		}
+	}
+	if c.draft == draft2019 {
+		if a, has := obj["$recursiveAnchor"]; has {
+			b, ok := a.(bool)
+			if !ok {
+				unsupported()
+			}
+			if b && n.res.root == n {
+				n.res.recursive = true
+			}
+		}
+		if r, has := obj["$recursiveRef"]; has {
+			s, ok := r.(string)
+			if !ok || s != "#" {
+				unsupported()
+			}
+			c.pending = append(c.pending, pendingRef{n, s, base, recursiveRefKind})
 		}
 	}
 	if ref, has := obj["$ref"]; has {
@@ -240,7 +436,7 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		if !ok {
 			unsupported()
 		}
-		c.pending = append(c.pending, pendingRef{n, s})
+		c.pending = append(c.pending, pendingRef{n, s, base, plainRef})
 		if c.draft <= draft7 {
 			n.refOnly = true
 			// $ref's siblings are ignored, but definitions may still be
@@ -282,10 +478,16 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		if !ok {
 			unsupported()
 		}
-		n.hasEnum, n.enum = true, list
+		n.hasEnum, n.enum = true, make(map[string]bool, len(list))
+		for _, x := range list {
+			k := canonical(x)
+			c.spend(costKey + costByte*len(k))
+			n.enum[k] = true
+		}
 	}
 	if v, has := obj["const"]; has && c.draft >= draft6 {
-		n.hasConst, n.constant = true, v
+		n.hasConst, n.constant = true, canonical(v)
+		c.spend(costByte * len(n.constant))
 	}
 
 	n.minimum = c.number(obj, "minimum")
@@ -313,7 +515,8 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		if !ok {
 			unsupported()
 		}
-		n.pattern, n.patternSrc = c.regexp(s), s
+		re := c.regexp(s)
+		n.pattern, n.patternSrc, n.patternCost = re.re, s, re.cost
 	}
 
 	n.minItems = c.count(obj, "minItems")
@@ -352,9 +555,11 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		n.maxContains = c.count(obj, "maxContains")
 		if s, has := obj["unevaluatedItems"]; has {
 			n.unevaluatedItems = c.child(n, s, "unevaluatedItems")
+			c.needAnn = true
 		}
 		if s, has := obj["unevaluatedProperties"]; has {
 			n.unevaluatedProps = c.child(n, s, "unevaluatedProperties")
+			c.needAnn = true
 		}
 	}
 
@@ -390,8 +595,9 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		}
 		keys := sortedKeys(m)
 		for _, src := range keys {
+			re := c.regexp(src)
 			n.patternProperties = append(n.patternProperties,
-				patternNode{re: c.regexp(src), n: c.child(n, m[src], "patternProperties", src)})
+				patternNode{re: re.re, cost: re.cost, n: c.child(n, m[src], "patternProperties", src)})
 		}
 	}
 	if s, has := obj["additionalProperties"]; has {
@@ -405,13 +611,24 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		if d, has := obj["dependentSchemas"]; has {
 			n.dependentSchemas = c.schemaMap(n, "dependentSchemas", d)
 		}
-	} else if d, has := obj["dependencies"]; has {
+	}
+	// dependencies is draft-07's spelling of both; 2019-09 on it is kept for
+	// compatibility, as validators commonly do.
+	if d, has := obj["dependencies"]; has {
 		m, ok := d.(map[string]any)
 		if !ok {
 			unsupported()
 		}
-		n.dependencyCode = "dependencies"
+		if n.dependencyCode == "" {
+			n.dependencyCode = "dependencies"
+		}
 		for name, v := range m {
+			if _, dup := n.dependentRequired[name]; dup {
+				unsupported() // one property, two dependency keywords
+			}
+			if _, dup := n.dependentSchemas[name]; dup {
+				unsupported()
+			}
 			if list, isList := v.([]any); isList {
 				if n.dependentRequired == nil {
 					n.dependentRequired = map[string][]string{}
@@ -448,16 +665,26 @@ func (c *compiler) object(n *node, obj map[string]any) {
 		n.not = c.child(n, s, "not")
 	}
 	if c.draft >= draft7 {
+		// then and else are compiled without if too: a reference may name
+		// them (and their $id), though they apply only beside if.
+		var thenS, elseS *node
+		if t, has := obj["then"]; has {
+			thenS = c.child(n, t, "then")
+		}
+		if e, has := obj["else"]; has {
+			elseS = c.child(n, e, "else")
+		}
 		if s, has := obj["if"]; has {
-			n.ifS = c.child(n, s, "if")
-			if t, has := obj["then"]; has {
-				n.thenS = c.child(n, t, "then")
-			}
-			if e, has := obj["else"]; has {
-				n.elseS = c.child(n, e, "else")
-			}
+			n.ifS, n.thenS, n.elseS = c.child(n, s, "if"), thenS, elseS
 		}
 	}
+	n.dependentKeys = sortedKeys(n.dependentRequired)
+	n.dependentSchemaKs = sortedKeys(n.dependentSchemas)
+	n.objectKeywords = n.properties != nil || n.patternProperties != nil || n.additional != nil ||
+		n.unevaluatedProps != nil || n.propertyNames != nil || n.required != nil ||
+		n.minProperties >= 0 || n.maxProperties >= 0 || n.dependentRequired != nil || n.dependentSchemas != nil
+	n.arrayKeywords = n.prefixItems != nil || n.items != nil || n.contains != nil || n.unevaluatedItems != nil ||
+		n.minItems >= 0 || n.maxItems >= 0 || n.uniqueItems
 }
 
 // defs compiles $defs and definitions so their anchors are known and their
@@ -478,11 +705,17 @@ func (c *compiler) defs(n *node, obj map[string]any) {
 	}
 }
 
-func (c *compiler) anchor(name, loc string) {
-	if prev, dup := c.anchors[name]; dup && prev != loc {
-		unsupported()
+// anchor registers a plain-name fragment of the resource at base.
+func (c *compiler) anchor(base, name string, n *node, value any, dynamic bool) {
+	key := base + "#" + name
+	if prev, dup := c.anchors[key]; dup {
+		if prev.loc != n.loc {
+			unsupported() // one anchor names two schemas
+		}
+		prev.dynamic = prev.dynamic || dynamic
+		return
 	}
-	c.anchors[name] = loc
+	c.anchors[key] = &anchorAt{loc: n.loc, value: value, base: base, dynamic: dynamic, res: n.res}
 }
 
 func (c *compiler) list(n *node, keyword string, v any) []*node {
@@ -582,45 +815,86 @@ func (c *compiler) flag(obj map[string]any, k string) bool {
 	return b
 }
 
-// regexp compiles a pattern with Go's RE2 engine (linear-time matching);
-// ECMA-262 syntax it does not accept makes the schema unsupported.
-func (c *compiler) regexp(src string) *regexp.Regexp {
+// regexp compiles a pattern (ECMA-262, rewritten by ecmaToRE2) with Go's
+// RE2 engine (linear-time matching); syntax it does not accept makes the
+// schema unsupported. Its cost
+// is the size of the compiled program: matching costs at most that many
+// steps per input byte, which the evaluator charges before it runs.
+func (c *compiler) regexp(src string) compiledRegexp {
 	if re, ok := c.regexps[src]; ok {
 		return re
 	}
-	re, err := regexp.Compile(src)
+	c.spend(len(src) * costPatternCompile)
+	re2, ok := ecmaToRE2(src)
+	if !ok {
+		unsupported()
+	}
+	parsed, err := syntax.Parse(re2, syntax.Perl)
 	if err != nil {
 		unsupported()
 	}
-	c.regexps[src] = re
-	return re
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		unsupported()
+	}
+	// A short pattern can expand to a large program ("[a-z]{1000}"):
+	// compiling the real matcher costs per instruction.
+	c.spend(len(prog.Inst) * costInstCompile)
+	re, err := regexp.Compile(re2)
+	if err != nil {
+		unsupported()
+	}
+	out := compiledRegexp{re: re, cost: max(1, len(prog.Inst))}
+	c.regexps[src] = out
+	return out
 }
 
-// resolveRef follows a reference inside this document: "#", "#/pointer",
-// "#anchor", or the same prefixed with the root's own $id. Anything else
-// would be loaded from somewhere, which never happens.
-func (c *compiler) resolveRef(ref string) *node {
-	base, frag, hasFrag := strings.Cut(ref, "#")
-	if base != "" && (c.rootID == "" || base != c.rootID) {
-		unsupported()
+// link resolves one pending reference.
+func (c *compiler) link(p pendingRef) {
+	switch p.kind {
+	case plainRef:
+		p.n.ref = c.resolveRef(p.ref, p.base)
+	case recursiveRefKind:
+		// "#" names the current resource's root; redirected only when that
+		// root carries "$recursiveAnchor": true.
+		target := c.resolveRef(p.ref, p.base)
+		p.n.dynamic = &dynamicRef{initial: target, recursive: target.res.recursive && target.res.root == target}
+	case dynamicRefKind:
+		target := c.resolveRef(p.ref, p.base)
+		d := &dynamicRef{initial: target}
+		// The bookend: redirected only when the fragment is a plain name
+		// that the initial target declares as its $dynamicAnchor.
+		uri, frag := resolveURI(p.base, p.ref)
+		if a, ok := c.anchors[uri+"#"+frag]; ok && !schemaref.IsPointer(frag) && a.dynamic {
+			d.anchor = frag
+		}
+		p.n.dynamic = d
 	}
-	if !hasFrag || frag == "" {
-		return c.at("", c.root)
+}
+
+// resolveRef follows a reference inside this document: its URI, resolved
+// against base, names one of the document's resources, and its fragment a
+// JSON pointer inside that resource or an anchor of it. Anything else would
+// be loaded from somewhere, which never happens.
+func (c *compiler) resolveRef(ref, base string) *node {
+	uri, frag := resolveURI(base, ref)
+	res, ok := c.resources[uri]
+	if !ok {
+		panic(passThrough{ReasonRemoteRef})
 	}
-	frag, err := url.PathUnescape(frag)
-	if err != nil {
-		unsupported()
+	if frag == "" {
+		return c.at(res.loc, res.value, res.uri, nil)
 	}
-	if !strings.HasPrefix(frag, "/") {
-		loc, ok := c.anchors[frag]
+	if !schemaref.IsPointer(frag) {
+		a, ok := c.anchors[uri+"#"+frag]
 		if !ok {
 			unsupported()
 		}
-		return c.byLoc[loc]
+		return c.at(a.loc, a.value, a.base, a.res)
 	}
-	cur, loc := c.root, ""
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	cur, loc := res.value, res.loc
+	for _, tok := range schemaref.Tokens(frag) {
+		c.spend(costKey)
 		switch v := cur.(type) {
 		case map[string]any:
 			next, ok := v[tok]
@@ -629,17 +903,17 @@ func (c *compiler) resolveRef(ref string) *node {
 			}
 			cur = next
 		case []any:
-			i, err := atoi(tok)
-			if err != nil || i < 0 || i >= len(v) {
+			i, ok := schemaref.Index(tok)
+			if !ok || i >= len(v) {
 				unsupported()
 			}
 			cur = v[i]
 		default:
 			unsupported()
 		}
-		loc += "/" + escape(tok)
+		loc += "/" + schemaref.Escape(tok)
 	}
-	return c.at(loc, cur)
+	return c.at(loc, cur, res.uri, res)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -652,10 +926,3 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-func atoi(s string) (int, error) {
-	if s != "0" && strings.HasPrefix(s, "0") {
-		return 0, strconv.ErrSyntax // JSON pointer array indexes have no leading zeros
-	}
-	return strconv.Atoi(s)
-}

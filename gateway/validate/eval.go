@@ -2,7 +2,6 @@ package validate
 
 import (
 	"encoding/json"
-	"errors"
 	"math/big"
 	"slices"
 	"strconv"
@@ -10,19 +9,43 @@ import (
 	"unicode/utf8"
 )
 
-// MaxEvaluations bounds how many (subschema, value) evaluations one check
-// may cost. Nothing is shared between paths, so a 1.5 KB schema whose $defs
-// chain anyOf: [{$ref: next}, {$ref: next}] twenty levels deep costs 2^20
-// evaluations of one value, doubling with every further level; a check that
-// needs more than this is unsupported and passes through, like any other
-// schema connecta cannot evaluate. A reference cycle that never consumes the
-// value ends the same way, at maxEvalDepth.
-const MaxEvaluations = 100_000
+// MaxWork bounds what compiling one schema, and what evaluating one check,
+// may cost, in units of roughly a nanosecond of this evaluator's work on one
+// core. Each step is charged what it costs before it runs: an evaluation of
+// a (subschema, value) pair, a pattern by its compiled size times the input
+// length (Go's regexp is linear, but in both), enum and const by the bytes
+// of the canonical form compared, uniqueItems by the items' bytes, an
+// object's keys by their count, and annotation merging by the properties
+// merged. A check or compilation that needs more passes through (reason
+// budget), like any other schema connecta cannot evaluate: nothing is
+// shared between paths, so a 1.5 KB schema whose $defs chain
+// anyOf: [{$ref: next}, {$ref: next}] twenty levels deep costs 2^20
+// evaluations. A reference cycle that never consumes the value ends at
+// maxEvalDepth (reason depth).
+const MaxWork = 20_000_000
+
+// MaxCompileWork bounds compiling one schema, decoding included, in the
+// same units: with MaxWork, about 50 ms of CPU for any schema of at most
+// MaxSchemaBytes and any check of it (BenchmarkPathological).
+const MaxCompileWork = 25_000_000
+
+// Unit costs, measured with BenchmarkPathological (see docs/DECISIONS.md).
+const (
+	costEval           = 400  // one (subschema, value) evaluation
+	costNode           = 3000 // compiling one (sub)schema
+	costPatternCompile = 300  // per pattern byte compiled
+	costInstCompile    = 150  // per instruction of a compiled pattern
+	costMatchStep      = 2    // per compiled instruction per input byte
+	costMatch          = 150  // per match started
+	costScope          = 20   // per dynamic-scope entry searched
+	costByte           = 2    // per byte canonicalized, counted or compared
+	costKey            = 100  // per object key sorted or visited, annotation merged, enum value stored
+	costNumber         = 300  // per number made exact (big.Rat)
+	costDecodeByte     = 30   // per byte of JSON decoded (encoding/json into any: allocation-bound)
+)
 
 // maxEvalDepth bounds the evaluation's recursion.
 const maxEvalDepth = 4096
-
-var errOverBudget = errors.New("schema evaluation over budget")
 
 // seg is one step of an instance location, rendered only for findings.
 type seg struct {
@@ -34,66 +57,130 @@ func (s *seg) pointer() string {
 	if s == nil {
 		return "/"
 	}
-	var toks []string
+	n := 0
 	for p := s; p != nil; p = p.parent {
-		toks = append(toks, p.token)
+		n += 1 + len(p.token) + strings.Count(p.token, "~") + strings.Count(p.token, "/")
 	}
-	var b strings.Builder
-	for i := len(toks) - 1; i >= 0; i-- {
-		b.WriteByte('/')
-		b.WriteString(escape(toks[i]))
+	b := make([]byte, n)
+	for p := s; p != nil; p = p.parent {
+		t := p.token
+		if strings.ContainsAny(t, "~/") {
+			t = escape(t)
+		}
+		n -= len(t)
+		copy(b[n:], t)
+		n--
+		b[n] = '/'
 	}
-	return b.String()
+	return string(b)
 }
 
 // annotations are what a successful evaluation evaluated, for
-// unevaluatedProperties and unevaluatedItems.
+// unevaluatedProperties and unevaluatedItems; collected only when the
+// schema has one of them. Sets are shared copy-on-write, so passing a large
+// set up a $ref chain costs nothing per level.
 type annotations struct {
 	props    map[string]bool
 	items    int // items [0, items) were evaluated
 	allItems bool
 	itemSet  map[int]bool // items evaluated by contains
+	shared   bool         // props and itemSet belong to someone else too
 }
 
-func (a *annotations) merge(b annotations) {
-	for p := range b.props {
-		a.prop(p)
+func (e *evaluator) merge(a *annotations, b annotations) {
+	if !e.collect {
+		return
 	}
 	a.items = max(a.items, b.items)
 	a.allItems = a.allItems || b.allItems
-	for i := range b.itemSet {
+	if len(b.props) > 0 {
+		if len(a.props) == 0 && len(a.itemSet) == 0 {
+			a.props, a.shared = b.props, true
+		} else {
+			e.spend(costKey * len(b.props))
+			a.own()
+			for p := range b.props {
+				a.props[p] = true
+			}
+		}
+	}
+	if len(b.itemSet) > 0 {
+		e.spend(costKey * len(b.itemSet))
+		a.own()
 		if a.itemSet == nil {
 			a.itemSet = map[int]bool{}
 		}
-		a.itemSet[i] = true
+		for i := range b.itemSet {
+			a.itemSet[i] = true
+		}
 	}
 }
 
-func (a *annotations) prop(name string) {
+// own copies shared sets before a write.
+func (a *annotations) own() {
+	if !a.shared {
+		return
+	}
+	a.shared = false
+	props := make(map[string]bool, len(a.props))
+	for p := range a.props {
+		props[p] = true
+	}
+	a.props = props
+	if a.itemSet != nil {
+		set := make(map[int]bool, len(a.itemSet))
+		for i := range a.itemSet {
+			set[i] = true
+		}
+		a.itemSet = set
+	}
+}
+
+func (e *evaluator) prop(a *annotations, name string) {
+	if !e.collect {
+		return
+	}
+	a.own()
 	if a.props == nil {
 		a.props = map[string]bool{}
 	}
 	a.props[name] = true
 }
 
+func (e *evaluator) item(a *annotations, i int) {
+	if !e.collect {
+		return
+	}
+	a.own()
+	if a.itemSet == nil {
+		a.itemSet = map[int]bool{}
+	}
+	a.itemSet[i] = true
+}
+
 type evaluator struct {
 	left     int
 	depth    int
+	collect  bool // annotations are needed
 	findings []Finding
+	// scope is the dynamic scope: the resources entered, outermost first.
+	scope []*resource
 }
 
-// spend charges n evaluations and unwinds the whole check when the budget
-// is gone (Check recovers and passes the arguments through).
+// spend charges n units and unwinds the whole check when the budget is
+// gone (Check recovers and passes the arguments through).
 func (e *evaluator) spend(n int) {
 	e.left -= n
 	if e.left < 0 {
-		panic(errOverBudget)
+		panic(passThrough{ReasonBudget})
 	}
 }
 
 func (e *evaluator) add(path *seg, code, expected string) {
 	if len(e.findings) < maxCollected {
-		e.findings = append(e.findings, Finding{Path: path.pointer(), Code: code, Expected: expected})
+		p := path.pointer()
+		e.spend(costEval + 4*costByte*len(p)) // walking the path costs more than its bytes
+		e.findings = append(e.findings, Finding{Path: p, Code: code, Expected: expected})
 	}
 }
 
@@ -106,12 +193,21 @@ func (e *evaluator) tentative(n *node, v any, path *seg) (bool, annotations, int
 }
 
 func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
-	e.spend(1)
+	e.spend(costEval)
 	if e.depth >= maxEvalDepth {
-		panic(errOverBudget)
+		panic(passThrough{ReasonDepth})
 	}
 	e.depth++
-	defer func() { e.depth-- }()
+	entered := len(e.scope) == 0 || e.scope[len(e.scope)-1] != n.res
+	if entered {
+		e.scope = append(e.scope, n.res)
+	}
+	defer func() {
+		e.depth--
+		if entered {
+			e.scope = e.scope[:len(e.scope)-1]
+		}
+	}()
 
 	if n.isBool {
 		if !n.boolean {
@@ -127,25 +223,35 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 	if n.ref != nil {
 		r, a := e.eval(n.ref, v, path)
 		if r {
-			ann.merge(a)
+			e.merge(&ann, a)
 		}
 		ok = r
 		if n.refOnly {
 			return ok, ann
 		}
 	}
+	if n.dynamic != nil {
+		r, a := e.eval(e.dynamicTarget(n.dynamic), v, path)
+		if r {
+			e.merge(&ann, a)
+		}
+		ok = ok && r
+	}
 
+	if num, isNumber := v.(json.Number); isNumber && !plainInteger(num) && slices.Contains(n.types, "integer") {
+		e.spend(costNumber) // integer-ness of 1.0 or 1e3 is exact arithmetic
+	}
 	if n.types != nil && !slices.ContainsFunc(n.types, func(t string) bool { return hasType(v, t) }) {
 		fail(path, "type", n.sortedTypes)
 	}
-	if n.hasEnum {
-		e.spend(len(n.enum))
-		if !slices.ContainsFunc(n.enum, func(x any) bool { return equalJSON(x, v) }) {
+	if n.hasEnum || n.hasConst {
+		k := e.canonical(v)
+		if n.hasEnum && !n.enum[k] {
 			fail(path, "enum", "one of the declared values")
 		}
-	}
-	if n.hasConst && !equalJSON(n.constant, v) {
-		fail(path, "const", "the declared constant")
+		if n.hasConst && n.constant != k {
+			fail(path, "const", "the declared constant")
+		}
 	}
 
 	switch val := v.(type) {
@@ -153,6 +259,7 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 		e.number(n, val, path, fail)
 	case string:
 		if n.minLength >= 0 || n.maxLength >= 0 {
+			e.spend(costByte * len(val) / 8)
 			count := utf8.RuneCountInString(val)
 			if n.minLength >= 0 && count < n.minLength {
 				fail(path, "minLength", "at least "+strconv.Itoa(n.minLength)+" characters")
@@ -162,7 +269,7 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 			}
 		}
 		if n.pattern != nil {
-			e.spend(len(val) / 256)
+			e.spend(matchCost(n.patternCost, len(val)))
 			if !n.pattern.MatchString(val) {
 				fail(path, "pattern", "a string matching "+n.patternSrc)
 			}
@@ -173,7 +280,7 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 	for _, s := range n.allOf {
 		r, a := e.eval(s, v, path)
 		if r {
-			ann.merge(a)
+			e.merge(&ann, a)
 		}
 		ok = ok && r
 	}
@@ -182,7 +289,7 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 		for _, s := range n.anyOf {
 			if r, a := e.eval(s, v, path); r {
 				matched = true
-				ann.merge(a)
+				e.merge(&ann, a)
 			}
 		}
 		if matched {
@@ -206,7 +313,7 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 		switch {
 		case matches == 1:
 			e.findings = e.findings[:mark]
-			ann.merge(matchedAnn)
+			e.merge(&ann, matchedAnn)
 		case matches > 1:
 			e.findings = e.findings[:mark]
 			fail(path, "oneOf", "exactly one matching alternative")
@@ -229,13 +336,13 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 		e.findings = e.findings[:mark]
 		branch := n.elseS
 		if r {
-			ann.merge(a)
+			e.merge(&ann, a)
 			branch = n.thenS
 		}
 		if branch != nil {
 			r, a := e.eval(branch, v, path)
 			if r {
-				ann.merge(a)
+				e.merge(&ann, a)
 			}
 			ok = ok && r
 		}
@@ -243,21 +350,51 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 
 	switch val := v.(type) {
 	case map[string]any:
-		if !e.object(n, val, path, &ann) {
+		if n.objectKeywords && !e.object(n, val, path, &ann) {
 			ok = false
 		}
 	case []any:
-		if !e.array(n, val, path, &ann) {
+		if n.arrayKeywords && !e.array(n, val, path, &ann) {
 			ok = false
 		}
 	}
 	return ok, ann
 }
 
+// dynamicTarget is where a $dynamicRef or $recursiveRef leads in the
+// current dynamic scope: the outermost resource that declares the same
+// $dynamicAnchor (or a root $recursiveAnchor), else the initial target.
+func (e *evaluator) dynamicTarget(d *dynamicRef) *node {
+	e.spend(costScope * len(e.scope)) // the scope is searched
+	switch {
+	case d.anchor != "":
+		for _, r := range e.scope {
+			if t, ok := r.dynamic[d.anchor]; ok {
+				return t
+			}
+		}
+	case d.recursive:
+		for _, r := range e.scope {
+			if r.recursive {
+				return r.root
+			}
+		}
+	}
+	return d.initial
+}
+
+// matchCost is what matching a compiled pattern of cost instructions
+// against n bytes may cost.
+func matchCost(cost, n int) int { return costMatch + costMatchStep*cost*(n+1) }
+
 func (e *evaluator) number(n *node, num json.Number, path *seg, fail func(*seg, string, string)) {
 	if n.minimum == nil && n.maximum == nil && n.exclusiveMinimum == nil &&
 		n.exclusiveMaximum == nil && n.multipleOf == nil {
 		return
+	}
+	e.spend(costNumber * 2) // exact value and comparisons
+	if n.multipleOf != nil {
+		e.spend(costNumber * 3) // an exact division
 	}
 	x, good := new(big.Rat).SetString(string(num))
 	if !good {
@@ -282,6 +419,7 @@ func (e *evaluator) number(n *node, num json.Number, path *seg, fail func(*seg, 
 
 func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotations) bool {
 	ok := true
+	e.spend(costKey * len(obj))
 	names := sortedKeys(obj) // findings in a stable order
 	for _, name := range names {
 		child := &seg{path, name}
@@ -293,7 +431,7 @@ func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotati
 			}
 		}
 		for _, p := range n.patternProperties {
-			e.spend(len(name) / 256)
+			e.spend(matchCost(p.cost, len(name)))
 			if p.re.MatchString(name) {
 				matched = true
 				if r, _ := e.eval(p.n, obj[name], child); !r {
@@ -302,13 +440,13 @@ func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotati
 			}
 		}
 		if matched {
-			ann.prop(name)
+			e.prop(ann, name)
 			continue
 		}
 		if n.additional != nil {
-			ann.prop(name)
+			e.prop(ann, name)
 			if n.additional.isBool && !n.additional.boolean {
-				e.spend(1)
+				e.spend(costEval)
 				e.add(child, "additionalProperties", "no additional properties")
 				ok = false
 			} else if r, _ := e.eval(n.additional, obj[name], child); !r {
@@ -341,7 +479,7 @@ func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotati
 		e.add(path, "maxProperties", "at most "+strconv.Itoa(n.maxProperties)+" properties")
 		ok = false
 	}
-	for _, prop := range sortedKeys(n.dependentRequired) {
+	for _, prop := range n.dependentKeys {
 		if _, has := obj[prop]; !has {
 			continue
 		}
@@ -352,13 +490,13 @@ func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotati
 			}
 		}
 	}
-	for _, prop := range sortedKeys(n.dependentSchemas) {
+	for _, prop := range n.dependentSchemaKs {
 		if _, has := obj[prop]; !has {
 			continue
 		}
 		r, a := e.eval(n.dependentSchemas[prop], obj, path)
 		if r {
-			ann.merge(a)
+			e.merge(ann, a)
 		}
 		ok = ok && r
 	}
@@ -372,7 +510,7 @@ func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotati
 			}
 		}
 		for _, name := range names {
-			ann.prop(name)
+			e.prop(ann, name)
 		}
 	}
 	return ok
@@ -410,10 +548,7 @@ func (e *evaluator) array(n *node, arr []any, path *seg, ann *annotations) bool 
 			e.findings = e.findings[:mark]
 			if r {
 				matches++
-				if ann.itemSet == nil {
-					ann.itemSet = map[int]bool{}
-				}
-				ann.itemSet[i] = true
+				e.item(ann, i)
 			}
 		}
 		switch {
@@ -438,10 +573,9 @@ func (e *evaluator) array(n *node, arr []any, path *seg, ann *annotations) bool 
 		ok = false
 	}
 	if n.uniqueItems && len(arr) > 1 {
-		e.spend(len(arr))
 		seen := make(map[string]bool, len(arr))
 		for _, x := range arr {
-			k := canonical(x)
+			k := e.canonical(x)
 			if seen[k] {
 				e.add(path, "uniqueItems", "unique items")
 				ok = false
@@ -483,92 +617,77 @@ func hasType(v any, t string) bool {
 		if t != "integer" {
 			return false
 		}
+		if plainInteger(x) {
+			return true
+		}
 		r, ok := new(big.Rat).SetString(string(x))
 		return ok && r.IsInt()
 	}
 	return false
 }
 
-// equalJSON is JSON equality: numbers by value (1 equals 1.0), objects
-// regardless of member order.
-func equalJSON(a, b any) bool {
-	switch x := a.(type) {
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		if x == y {
-			return true
-		}
-		rx, ok1 := new(big.Rat).SetString(string(x))
-		ry, ok2 := new(big.Rat).SetString(string(y))
-		return ok1 && ok2 && rx.Cmp(ry) == 0
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, has := y[k]
-			if !has || !equalJSON(xv, yv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equalJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return a == b // nil, bool, string
-	}
-}
+// plainInteger: a literal without fraction or exponent is an integer.
+func plainInteger(n json.Number) bool { return !strings.ContainsAny(string(n), ".eE") }
 
-// canonical renders a JSON value so that equalJSON values render the same.
+// canonical renders a JSON value so that equal JSON values (numbers by
+// value, 1 equals 1.0; objects regardless of member order) render the same:
+// enum, const and uniqueItems compare these.
 func canonical(v any) string {
 	var b strings.Builder
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case json.Number:
-			if r, ok := new(big.Rat).SetString(string(x)); ok {
-				b.WriteString("n" + r.RatString() + ";")
-			} else {
-				b.WriteString("n" + string(x) + ";")
-			}
-		case string:
-			b.WriteString(strconv.Quote(x))
-		case map[string]any:
-			b.WriteByte('{')
-			for _, k := range sortedKeys(x) {
-				b.WriteString(strconv.Quote(k))
-				b.WriteByte(':')
-				walk(x[k])
-			}
-			b.WriteByte('}')
-		case []any:
-			b.WriteByte('[')
-			for _, e := range x {
-				walk(e)
-				b.WriteByte(',')
-			}
-			b.WriteByte(']')
-		case bool:
-			b.WriteString(strconv.FormatBool(x))
-		case nil:
-			b.WriteString("null")
+	writeCanonical(&b, v, nil)
+	return b.String()
+}
+
+// canonical is canonical charged as it goes: a huge instance value unwinds
+// the check before it has been copied whole.
+func (e *evaluator) canonical(v any) string {
+	var b strings.Builder
+	writeCanonical(&b, v, e)
+	return b.String()
+}
+
+func writeCanonical(b *strings.Builder, v any, e *evaluator) {
+	charge := func(n int) {
+		if e != nil {
+			e.spend(n)
 		}
 	}
-	walk(v)
-	return b.String()
+	switch x := v.(type) {
+	case json.Number:
+		charge(costNumber + costByte*len(x))
+		if r, ok := new(big.Rat).SetString(string(x)); ok {
+			b.WriteString("n" + r.RatString() + ";")
+		} else {
+			b.WriteString("n" + string(x) + ";")
+		}
+	case string:
+		charge(costByte * (len(x) + 2))
+		b.WriteString(strconv.Quote(x))
+	case map[string]any:
+		charge(costKey * (len(x) + 1))
+		b.WriteByte('{')
+		for _, k := range sortedKeys(x) {
+			charge(costByte * (len(k) + 2))
+			b.WriteString(strconv.Quote(k))
+			b.WriteByte(':')
+			writeCanonical(b, x[k], e)
+		}
+		b.WriteByte('}')
+	case []any:
+		charge(costKey)
+		b.WriteByte('[')
+		for _, it := range x {
+			writeCanonical(b, it, e)
+			b.WriteByte(',')
+		}
+		b.WriteByte(']')
+	case bool:
+		charge(costByte * 5)
+		b.WriteString(strconv.FormatBool(x))
+	case nil:
+		charge(costByte * 4)
+		b.WriteString("null")
+	}
 }
 
 // declaredType is the expectation for a missing required property: its

@@ -4,21 +4,22 @@
 // anything external, passes through: nothing is ever loaded from a file or
 // URL, whatever $ref or $id a hostile downstream schema carries.
 //
-// The evaluator is our own (JSON Schema 2020-12, with 2019-09, draft-07,
-// -06 and -04 spellings): it keeps no package state and does no work at
-// init, which matters because every sandbox child re-executes the binary
-// and runs every package init; it reports every failing keyword with its
-// instance location and never the value; and its cost is bounded inside the
-// evaluation itself (MaxEvaluations), not by a guess beforehand.
+// The evaluator is our own (JSON Schema 2020-12, 2019-09, draft-07, -06 and
+// -04, checked against every required case of the official test suite): it
+// keeps no package state and does no work at init, which matters because
+// every sandbox child re-executes the binary and runs every package init; it
+// reports every failing keyword with its instance location and never the
+// value; and its cost is bounded inside compilation and evaluation
+// themselves (MaxWork, charged by what each step costs), not by a guess
+// beforehand. Every pass-through has a Reason, counted (Passthroughs) and
+// returned to the caller (Evaluate) so it can be logged.
 package validate
 
 import (
 	"bytes"
 	"container/list"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/gateway/schemaref"
 	"github.com/connecta-dev/connecta/jstext"
 	"golang.org/x/sync/singleflight"
 )
@@ -45,12 +47,10 @@ const (
 	// DefaultCacheEntries bounds the compiled-validator LRU.
 	DefaultCacheEntries = 256
 	// MaxSchemaBytes: a larger advertised schema is not compiled (passes
-	// through). Compiling 256 KiB of properties takes about half a second on
-	// one core and 1 MiB about sixteen, once per distinct schema.
-	MaxSchemaBytes = 256 << 10
-	// MaxSchemaDepth: compile time grows steeply with nesting (1,000 levels
-	// take seconds), so a deeper schema is unsupported and passes through.
-	// Real tool schemas nest a handful of levels.
+	// through, reason budget). Within it, compilation is bounded by MaxWork.
+	MaxSchemaBytes = 1 << 20
+	// MaxSchemaDepth: a deeper schema passes through (reason depth). Real
+	// tool schemas nest a handful of levels.
 	MaxSchemaDepth = 64
 	// maxCollected bounds the findings collected per check.
 	maxCollected = 1024
@@ -81,9 +81,10 @@ type Options struct {
 // Validator compiles and caches input schemas by their exact bytes. Safe for
 // concurrent use.
 type Validator struct {
-	entries int
-	logger  *slog.Logger
-	panics  atomic.Uint64
+	entries      int
+	logger       *slog.Logger
+	panics       atomic.Uint64
+	passthroughs [len(reasons)]atomic.Uint64
 	// flight compiles each distinct schema once however many calls need it
 	// at the same time: a hostile schema is not compiled once per call.
 	flight singleflight.Group
@@ -94,8 +95,18 @@ type Validator struct {
 }
 
 type compiled struct {
-	key  string
-	root *node // nil: unsupported, pass through
+	key     string
+	root    *node // nil: pass through, for reason
+	needAnn bool
+	reason  Reason
+}
+
+// Schema is one compiled input schema, for a caller that keeps it (a
+// catalog keeps one per tool and catalog generation, so a tool's schema is
+// compiled once however many calls it serves).
+type Schema struct {
+	v *Validator
+	c *compiled
 }
 
 // New builds a Validator.
@@ -124,62 +135,123 @@ func (v *Validator) recovered(r any, during string) {
 	v.logger.Error("schema validation panicked; the call passes through unvalidated", "during", during, "panic", fmt.Sprint(r))
 }
 
+// Passthroughs is how many checks passed through unvalidated for reason.
+func (v *Validator) Passthroughs(reason Reason) uint64 {
+	if v == nil {
+		return 0
+	}
+	if i := slices.Index(reasons[:], reason); i >= 0 {
+		return v.passthroughs[i].Load()
+	}
+	return 0
+}
+
+// Result is one check's outcome.
+type Result struct {
+	// Findings are at most MaxFindings, sorted by path then code; nil when
+	// the arguments are valid or the check passed through.
+	Findings []Finding
+	// Total is how many distinct findings there were before the cut.
+	Total int
+	// Passthrough is why the arguments were not validated; ReasonNone when
+	// they were.
+	Passthrough Reason
+}
+
 // Check validates args (nil means no arguments, i.e. {}) against schema and
 // returns at most MaxFindings findings, sorted by path then code; nil when
-// the arguments are valid, when there is no schema, or when the schema is
-// unsupported (pass through).
+// the arguments are valid, when there is no schema, or when the check
+// passes through.
 func (v *Validator) Check(schema, args json.RawMessage) []Finding {
-	findings, _ := v.CheckAll(schema, args)
-	return findings
+	return v.Evaluate(schema, args).Findings
 }
 
 // CheckAll is Check that also reports how many distinct findings there were
 // before the MaxFindings cut, so a caller can say the list is truncated.
 func (v *Validator) CheckAll(schema, args json.RawMessage) (findings []Finding, total int) {
+	r := v.Evaluate(schema, args)
+	return r.Findings, r.Total
+}
+
+// Evaluate is Check with the pass-through reason.
+func (v *Validator) Evaluate(schema, args json.RawMessage) Result {
+	return v.Compile(schema).Evaluate(args)
+}
+
+// Compile returns the compiled schema (from the cache, or compiled once
+// however many callers ask at the same time). An absent schema (empty or
+// null) checks nothing.
+func (v *Validator) Compile(schema json.RawMessage) *Schema {
+	return &Schema{v: v, c: v.compiled(schema)}
+}
+
+// Evaluate checks args (nil means {}) against the compiled schema.
+func (s *Schema) Evaluate(args json.RawMessage) (res Result) {
+	v, c := s.v, s.c
 	defer func() {
 		if r := recover(); r != nil { // over budget, or a bug: pass through, never fail a call
-			findings, total = nil, 0
-			if r != errOverBudget { //nolint:errorlint // sentinel identity
+			p, designed := r.(passThrough)
+			if !designed {
 				v.recovered(r, "check")
+				res = Result{}
+				return
 			}
+			res = v.passThrough(p.reason)
 		}
 	}()
-	c := v.compiled(schema)
-	if c == nil || c.root == nil {
-		return nil, 0
+	if c == nil {
+		return Result{}
+	}
+	if c.root == nil {
+		return v.passThrough(c.reason)
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	if !NumbersBounded(args) {
-		// Numbers compare exactly (big.Rat): 1e1000000 would cost seconds.
-		// Such a literal passes through; the downstream judges it.
-		return nil, 0
+	if costDecodeByte*len(args) > MaxWork/2 {
+		return v.passThrough(ReasonBudget) // decoding alone would cost half the budget
 	}
 	inst, err := decodeJSON(args)
+	_, bounded := scan(args)
 	if err != nil {
-		return []Finding{{Path: "/", Code: "json", Expected: "a JSON object"}}, 1
+		return Result{Findings: []Finding{{Path: "/", Code: "json", Expected: "a JSON object"}}, Total: 1}
 	}
-	e := &evaluator{left: MaxEvaluations}
+	if !bounded {
+		// Numbers compare exactly (big.Rat): 1e1000000 would cost seconds.
+		// Such a literal passes through; the downstream judges it.
+		return v.passThrough(ReasonBudget)
+	}
+	e := &evaluator{left: MaxWork - costDecodeByte*len(args), collect: c.needAnn} // decoding was charged
 	if ok, _ := e.eval(c.root, inst, nil); ok {
-		return nil, 0
+		return Result{}
 	}
 	all := tidy(e.findings)
 	if len(all) == 0 {
-		return nil, 0
+		return Result{}
 	}
-	total = len(all)
+	total := len(all)
 	if len(all) > MaxFindings {
 		all = all[:MaxFindings]
 	}
-	return all, total
+	return Result{Findings: all, Total: total}
 }
 
-// compiled returns the cached validator for schema, compiling on a miss.
+func (v *Validator) passThrough(reason Reason) Result {
+	if i := slices.Index(reasons[:], reason); i >= 0 {
+		v.passthroughs[i].Add(1)
+	}
+	return Result{Passthrough: reason}
+}
+
+// compiled returns the cached validator for schema, compiling on a miss;
+// nil when there is no schema.
 func (v *Validator) compiled(schema json.RawMessage) *compiled {
 	trimmed := bytes.TrimSpace(schema)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) || len(schema) > MaxSchemaBytes {
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return nil
+	}
+	if len(schema) > MaxSchemaBytes {
+		return &compiled{reason: ReasonBudget}
 	}
 	key := string(schema)
 	v.mu.Lock()
@@ -193,7 +265,8 @@ func (v *Validator) compiled(schema json.RawMessage) *compiled {
 	// Compile outside the lock (a slow schema must not stall other tools),
 	// once per distinct schema in flight.
 	c, _, _ := v.flight.Do(key, func() (any, error) {
-		c := &compiled{key: key, root: v.compile(schema)}
+		c := v.compile(schema, draft2020)
+		c.key = key
 		v.mu.Lock()
 		defer v.mu.Unlock()
 		if el, ok := v.byKey[key]; ok { // a flight that just ended stored it
@@ -210,11 +283,14 @@ func (v *Validator) compiled(schema json.RawMessage) *compiled {
 	return c.(*compiled)
 }
 
-// nestingDepth is the deepest object/array nesting in a JSON text, counted
-// without decoding (brackets inside strings do not count).
-func nestingDepth(b []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range b {
+// scan is one pass over a JSON text, without decoding: its deepest
+// object/array nesting, and whether every number literal is within
+// NumbersBounded's bounds (brackets and digits inside strings do not count).
+func scan(b []byte) (deepest int, numbersOK bool) {
+	depth, inString, escaped := 0, false, false
+	numbersOK = true
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		switch {
 		case inString:
 			switch {
@@ -232,33 +308,48 @@ func nestingDepth(b []byte) int {
 			deepest = max(deepest, depth)
 		case c == '}' || c == ']':
 			depth--
+		case c == '-' || (c >= '0' && c <= '9'):
+			start := i
+			for i+1 < len(b) && strings.IndexByte("0123456789+-.eE", b[i+1]) >= 0 {
+				i++
+			}
+			if numbersOK && !numberBounded(string(b[start:i+1])) {
+				numbersOK = false
+			}
 		}
 	}
-	return deepest
+	return deepest, numbersOK
 }
 
-// compile decodes and compiles a schema; nil means unsupported.
-func (v *Validator) compile(schema json.RawMessage) (root *node) {
+// compile decodes and compiles a schema whose draft, without $schema, is
+// def.
+func (v *Validator) compile(schema json.RawMessage, def draft) (c *compiled) {
 	defer func() {
 		if r := recover(); r != nil { // a compiler bug: pass through
-			root = nil
+			c = &compiled{reason: ReasonUnsupported}
 			v.recovered(r, "compile")
 		}
 	}()
-	if nestingDepth(schema) > MaxSchemaDepth {
-		return nil
+	deepest, bounded := scan(schema)
+	if deepest > MaxSchemaDepth {
+		return &compiled{reason: ReasonDepth}
 	}
-	if !NumbersBounded(schema) {
-		// Every bound (minimum, multipleOf, …) is an exact big.Rat:
-		// "minimum": 1e999999 would cost seconds per check, so such a schema
-		// passes through.
-		return nil
+	left := MaxCompileWork - costDecodeByte*len(schema) // decoding is charged before it runs
+	if left < 0 {
+		return &compiled{reason: ReasonBudget}
 	}
 	doc, err := decodeJSON(schema)
 	if err != nil {
-		return nil
+		return &compiled{reason: ReasonUnsupported}
 	}
-	return compileSchema(doc)
+	if !bounded {
+		// Every bound (minimum, multipleOf, …) is an exact big.Rat:
+		// "minimum": 1e999999 would cost seconds per check, so such a schema
+		// passes through.
+		return &compiled{reason: ReasonBudget}
+	}
+	root, needAnn, reason := compileSchema(doc, def, left)
+	return &compiled{root: root, needAnn: needAnn, reason: reason}
 }
 
 // tidy makes the collected findings distinct, bounded and sorted. A
@@ -330,9 +421,7 @@ func falseSchemaKeyword(location string) string {
 	return "false"
 }
 
-func escape(token string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
-}
+func escape(token string) string { return schemaref.Escape(token) }
 
 // clamp returns s as valid UTF-8 of at most max UTF-16 code units, cut on a
 // character boundary with a marker when longer.
@@ -354,28 +443,19 @@ const (
 // Exact number comparison (as JSON Schema validators do) is unbounded work
 // on a literal like 1e1000000.
 func NumbersBounded(data []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
+	_, bounded := scan(data)
+	return bounded && json.Valid(data)
+}
+
+func numberBounded(n string) bool {
+	if len(n) > MaxNumberLen {
+		return false
+	}
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(strings.TrimPrefix(n[i+1:], "+"))
+		if err != nil || exp > MaxNumberExponent || exp < -MaxNumberExponent {
 			return false
-		}
-		n, ok := tok.(json.Number)
-		if !ok {
-			continue
-		}
-		if len(n) > MaxNumberLen {
-			return false
-		}
-		if i := strings.IndexAny(string(n), "eE"); i >= 0 {
-			exp, err := strconv.Atoi(strings.TrimPrefix(string(n[i+1:]), "+"))
-			if err != nil || exp > MaxNumberExponent || exp < -MaxNumberExponent {
-				return false
-			}
 		}
 	}
+	return true
 }

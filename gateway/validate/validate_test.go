@@ -225,6 +225,10 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}`), []byte(`{}`))
 	f.Add([]byte(`{"type":"object","required":["a"]}`), []byte(`[]`))
 	f.Add([]byte(`{"anyOf":[{"type":"string"},{"type":"object","additionalProperties":false}]}`), []byte(`{"a":1}`))
+	f.Add([]byte(`{"$id":"https://x.invalid/r","$defs":{"e":{"$id":"e.json","$anchor":"a","type":"integer"}},"properties":{"a":{"$ref":"e.json#a"},"b":{"$ref":"https://x.invalid/e.json"}}}`), []byte(`{"a":"x","b":1}`))
+	f.Add([]byte(`{"$dynamicAnchor":"n","properties":{"c":{"$dynamicRef":"#n"}},"$defs":{"x":{"$id":"x","$dynamicAnchor":"n","type":"string"}}}`), []byte(`{"c":{"c":1}}`))
+	f.Add([]byte(`{"$schema":"https://json-schema.org/draft/2019-09/schema","$recursiveAnchor":true,"items":{"$recursiveRef":"#"},"unevaluatedItems":false}`), []byte(`[[1],[]]`))
+	f.Add([]byte(`{"$schema":"http://json-schema.org/draft-07/schema#","then":{"$id":"#t","minimum":3},"properties":{"n":{"$ref":"#t"}}}`), []byte(`{"n":1}`))
 	v := New(Options{CacheEntries: 8})
 	f.Fuzz(func(t *testing.T, schema, args []byte) {
 		got, total := v.CheckAll(schema, args)
