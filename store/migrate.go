@@ -52,8 +52,8 @@ func loadMigrations() ([]migration, error) {
 	}
 	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
 	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %04d_%s: versions must run 1, 2, 3… without gaps", m.version, m.name)
+		if i > 0 && m.version == out[i-1].version {
+			return nil, fmt.Errorf("migration %04d_%s: version %d is used twice", m.version, m.name, m.version)
 		}
 	}
 	return out, nil
@@ -65,7 +65,10 @@ func LatestSchema() int {
 	if err != nil {
 		return 0
 	}
-	return len(ms)
+	if len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
 }
 
 // splitSQL drops `--` comments and splits on `;` (the migration files hold
@@ -108,18 +111,52 @@ func migrate(ctx context.Context, conn *sql.Conn, d dialect, log *slog.Logger) (
 	if err != nil {
 		return 0, err
 	}
-	if current > len(ms) {
-		return current, fmt.Errorf("%w: the database is at schema %d, this binary knows %d (upgrade connecta, or point it at another database)",
-			ErrSchemaTooNew, current, len(ms))
+	latest := 0
+	if len(ms) > 0 {
+		latest = ms[len(ms)-1].version
 	}
-	for _, m := range ms[current:] {
-		if err := applyMigration(ctx, conn, d, m); err != nil {
+	if current > latest {
+		return current, fmt.Errorf("%w: the database is at schema %d, this binary knows %d (upgrade connecta, or point it at another database)",
+			ErrSchemaTooNew, current, latest)
+	}
+	// Every version not yet applied runs, in order: numbers are reserved
+	// per change in flight, so one merged before a lower one leaves a gap
+	// that the lower one fills later (applyMigration skips applied ones).
+	done, err := appliedVersions(ctx, conn)
+	if err != nil {
+		return current, err
+	}
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		applied, err := applyMigration(ctx, conn, d, m)
+		if err != nil {
 			return current, err
 		}
-		current = m.version
-		log.Info("store schema migrated", "version", m.version, "name", m.name)
+		if applied {
+			current = max(current, m.version)
+			log.Info("store schema migrated", "version", m.version, "name", m.name)
+		}
 	}
 	return current, nil
+}
+
+func appliedVersions(ctx context.Context, conn *sql.Conn) (map[int]bool, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		done[v] = true
+	}
+	return done, rows.Err()
 }
 
 type queryer interface {
@@ -134,29 +171,29 @@ func schemaVersion(ctx context.Context, q queryer) (int, error) {
 	return int(v.Int64), nil
 }
 
-func applyMigration(ctx context.Context, conn *sql.Conn, d dialect, m migration) error {
+func applyMigration(ctx context.Context, conn *sql.Conn, d dialect, m migration) (applied bool, err error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	// Another process may have applied it between our read and our lock
 	// (SQLite, where the lock is the transaction itself).
 	var done int
 	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.version).Scan(&done); err != nil {
-		return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 	}
 	if done > 0 {
-		return nil
+		return false, nil
 	}
 	for _, stmt := range m.stmts {
 		if _, err := tx.ExecContext(ctx, d.ddl(stmt)); err != nil {
-			return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+			return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`),
 		m.version, m.name, time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		return false, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 	}
-	return tx.Commit()
+	return true, tx.Commit()
 }
