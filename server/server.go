@@ -41,6 +41,8 @@ type Gateway interface {
 	Invoke(ctx context.Context, scope *gateway.Scope, req gateway.CallRequest) (*gateway.CallResult, *gateway.Error)
 	Authorize(ctx context.Context, connectorID string) (gateway.Object, *gateway.Error)
 	ConnectorStates() map[string]gateway.ConnectorState
+	// CatalogDrift is /health's catalogDrift by connector.
+	CatalogDrift() map[string]gateway.Drift
 }
 
 // Discovery is the catalog search service (gateway/discovery) with the front
@@ -407,6 +409,7 @@ type HealthReport struct {
 	Version         string                            `json:"version"`
 	Connectors      int                               `json:"connectors"`
 	ConnectorStates map[string]gateway.ConnectorState `json:"connectorStates"`
+	CatalogDrift    map[string]gateway.Drift          `json:"catalogDrift"`
 	Store           *StoreState                       `json:"store,omitempty"`
 	Server          healthServer                      `json:"server"`
 	Executor        *healthExecutor                   `json:"executor,omitempty"`
@@ -443,6 +446,7 @@ func (s *Server) Health() HealthReport {
 		Version:         s.opts.Version,
 		Connectors:      len(states),
 		ConnectorStates: states,
+		CatalogDrift:    s.opts.Gateway.CatalogDrift(),
 		Server:          healthServer{Name: s.opts.Name, Version: s.opts.Version},
 		Admission: healthAdmission{
 			Policy:   "global-fifo",
