@@ -177,7 +177,7 @@ func TestCatalog_StoredCopyServedStaleAfterRestartThenNone(t *testing.T) {
 		t.Fatalf("after a restart with the downstream down: %v, want the stored catalog", got)
 	}
 	st := second.g.ConnectorStates()["remote"]
-	if st.Catalog.State != CatalogStale || *st.Catalog.AgeMs != (2 * time.Minute).Milliseconds() || st.State != StateFailed {
+	if st.Catalog.State != CatalogStale || *st.Catalog.AgeMs != (2*time.Minute).Milliseconds() || st.State != StateFailed {
 		t.Fatalf("state %+v, want failed with a stale catalog of 120000 ms", st)
 	}
 	if _, gerr := second.call(t, "remote.list_items"); gerr == nil || gerr.Code != CodeUnavailable {
@@ -503,4 +503,3 @@ func TestFingerprint_CanonicalCoversOnlyTheDefinitionFields(t *testing.T) {
 		t.Fatal("fields outside the fingerprint changed it") // n is not covered
 	}
 }
-
