@@ -168,11 +168,19 @@ func (c *connector) runRefresh() (any, error) {
 	defer cancel()
 	now := c.g.now()
 	if cur != nil && !dirty && now.Before(cur.expires) {
+		// Approvals are due (quarantine): re-read them, and adopt a newer
+		// stored catalog — another replica's load after a list change this
+		// process may not hear (it has no session when it serves a stored
+		// copy) — so replicas agree within ApprovalRecheck.
 		e := cur.derive()
+		if s, _ := c.loadStored(ctx, cur); s != nil && s != cur && s.fetchedAt.After(cur.fetchedAt) && now.Before(s.fetchedAt.Add(s.ttl)) {
+			e = s
+			e.expires = e.fetchedAt.Add(e.ttl)
+		}
 		c.view(ctx, e)
 		return c.install(e, gen), nil
 	}
-	stored, storedOK := c.loadStored(ctx)
+	stored, storedOK := c.loadStored(ctx, nil)
 	if stored != nil && !dirty && (cur == nil || stored.fetchedAt.After(cur.fetchedAt)) && now.Before(stored.fetchedAt.Add(stored.ttl)) {
 		stored.expires = stored.fetchedAt.Add(stored.ttl)
 		c.view(ctx, stored)

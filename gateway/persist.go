@@ -31,7 +31,9 @@ func (c *connector) key() store.CatalogKey { return store.CatalogKey{Connector: 
 
 // loadStored reads the store's copy. ok is false when the store could not
 // be read (nil entry and ok true: none is stored).
-func (c *connector) loadStored(ctx context.Context) (*catalogEntry, bool) {
+// A stored copy whose fingerprint is known's is not decoded again: known
+// itself is returned.
+func (c *connector) loadStored(ctx context.Context, known *catalogEntry) (*catalogEntry, bool) {
 	st := c.g.opts.Store
 	if st == nil {
 		return nil, true
@@ -43,6 +45,9 @@ func (c *connector) loadStored(ctx context.Context) (*catalogEntry, bool) {
 	if err != nil {
 		c.logger.Warn("stored catalog unreadable", "reason", err.Error())
 		return nil, false
+	}
+	if known != nil && known.fingerprint == sc.Fingerprint && known.fetchedAt.Equal(sc.FetchedAt) {
+		return known, true
 	}
 	tools, fps, err := storedTools(c.spec.ID, sc.Tools)
 	if err != nil {
