@@ -49,18 +49,19 @@ func (c *connector) loadStored(ctx context.Context, known *catalogEntry) (*catal
 	if known != nil && known.fingerprint == sc.Fingerprint && known.fetchedAt.Equal(sc.FetchedAt) {
 		return known, true
 	}
-	tools, fps, err := storedTools(c.spec.ID, sc.Tools)
+	var meta driftMeta
+	if len(sc.Drift) > 0 && json.Unmarshal(sc.Drift, &meta) != nil {
+		meta = driftMeta{}
+	}
+	tools, fps, err := storedTools(c.spec.ID, sc.Tools, meta.FPs...)
 	if err != nil {
 		c.logger.Warn("stored catalog unreadable", "reason", err.Error())
 		return nil, false
 	}
 	e := newEntry(tools, fps)
 	e.fetchedAt = sc.FetchedAt
-	var meta driftMeta
-	if len(sc.Drift) > 0 && json.Unmarshal(sc.Drift, &meta) == nil {
-		e.drift = meta.Drift.drift()
-		e.downTTL = time.Duration(meta.TTLMs) * time.Millisecond
-	}
+	e.drift = meta.Drift.drift()
+	e.downTTL = time.Duration(meta.TTLMs) * time.Millisecond
 	e.ttl = c.g.ttl
 	if e.downTTL > 0 && e.downTTL < e.ttl {
 		e.ttl = e.downTTL
@@ -95,7 +96,7 @@ func (c *connector) persist(ctx context.Context, e, prev *catalogEntry, storeRea
 	if prev != nil && storeRead {
 		prevFP = prev.fingerprint
 	}
-	meta, _ := json.Marshal(driftMeta{Drift: e.drift.stored(), TTLMs: e.downTTL.Milliseconds()})
+	meta, _ := json.Marshal(driftMeta{Drift: e.drift.stored(), TTLMs: e.downTTL.Milliseconds(), FPs: e.fps})
 	defs := make([]json.RawMessage, len(e.all))
 	for i := range e.all {
 		defs[i] = e.all[i].Definition

@@ -123,6 +123,10 @@ func (d *Drift) empty() bool { return d.counts() == [4]int{} }
 type driftMeta struct {
 	Drift *driftStored `json:"drift,omitempty"`
 	TTLMs int64        `json:"ttlMs,omitempty"`
+	// FPs are the tools' fingerprints in listing order, so a reload need
+	// not canonicalize every definition again (the store is trusted with
+	// approvals already).
+	FPs []string `json:"fps,omitempty"`
 }
 
 type driftStored struct {
@@ -282,17 +286,26 @@ type CatalogDiff struct {
 // not been loaded since persisted catalogs exist).
 var ErrNoCatalog = errors.New("no catalog is stored for this connector yet")
 
-// storedTools decodes a stored catalog's definitions.
-func storedTools(connectorID string, raw []byte) ([]Tool, []string, error) {
+// storedTools decodes a stored catalog's definitions; known are the
+// fingerprints stored beside them (used when they match one for one).
+func storedTools(connectorID string, raw []byte, known ...string) ([]Tool, []string, error) {
 	var defs []json.RawMessage
 	if err := json.Unmarshal(raw, &defs); err != nil {
 		return nil, nil, fmt.Errorf("stored catalog of %q is malformed: %w", connectorID, err)
 	}
 	tools := make([]Tool, 0, len(defs))
 	fps := make([]string, 0, len(defs))
-	for _, d := range defs {
-		if t, ok := toolFromRaw(connectorID, d); ok {
-			tools = append(tools, t)
+	reuse := len(known) == len(defs)
+	for i, d := range defs {
+		t, ok := toolFromRaw(connectorID, d)
+		if !ok {
+			reuse = false // indexes no longer line up
+			continue
+		}
+		tools = append(tools, t)
+		if reuse {
+			fps = append(fps, known[i])
+		} else {
 			fps = append(fps, Fingerprint(t.Definition))
 		}
 	}
