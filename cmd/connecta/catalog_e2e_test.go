@@ -256,3 +256,41 @@ func TestCatalogQuarantine_TwoReplicasOnPostgresAgreeOnApprovals(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctor_WarnsOnCatalogDriftNeverFails: an unclassified tool is drift
+// doctor reports as a warning while passing; a downstream that is down with
+// a stored catalog is a failure (doctor checks reachability, not the store).
+func TestDoctor_WarnsOnCatalogDriftNeverFails(t *testing.T) {
+	fixture := startCatalogFixture(t)
+	fixture.s.AddTool(&mcp.Tool{Name: "mystery", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	cfg := writeConfig(t, fmt.Sprintf("store: {url: \"sqlite:%s\"}\nexecutor: {spares: 0}\nconnectors:\n  - id: remote\n    url: %s\n",
+		filepath.Join(t.TempDir(), "state.db"), fixture.url))
+	code, out, errOut := runCLI("doctor", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "warning: connector remote: catalog drift observed") || !strings.Contains(out, "unclassifiedTools=1") {
+		t.Fatalf("doctor: exit %d\n%s\n%s", code, out, errOut)
+	}
+	fixture.stop()
+	code, out, _ = runCLI("doctor", "--config", cfg)
+	if code != 1 || !strings.Contains(out, "connector remote: FAILED") {
+		t.Fatalf("doctor with the downstream down: exit %d\n%s", code, out)
+	}
+}
+
+// TestCatalogCLI_RefusesMemoryAndUnknownConnectors.
+func TestCatalogCLI_RefusesMemoryAndUnknownConnectors(t *testing.T) {
+	mem := writeConfig(t, "connectors:\n  - id: demo\n    builtin: demo\n")
+	if code, _, errOut := runCLI("catalog", "diff", "demo", "--config", mem); code != 1 || !strings.Contains(errOut, "memory:") {
+		t.Fatalf("diff on memory: exit %d %s", code, errOut)
+	}
+	durable := writeConfig(t, fmt.Sprintf("store: {url: \"sqlite:%s\"}\nconnectors:\n  - id: demo\n    builtin: demo\n", filepath.Join(t.TempDir(), "state.db")))
+	if code, _, errOut := runCLI("catalog", "approve", "nope", "--config", durable); code != 1 || !strings.Contains(errOut, `no connector "nope"`) {
+		t.Fatalf("approve an unknown connector: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI("catalog", "diff", "demo", "--config", durable); code != 1 || !strings.Contains(errOut, "no catalog is stored") {
+		t.Fatalf("diff before any load: exit %d %s", code, errOut)
+	}
+	if code, _, _ := runCLI("catalog"); code != 2 {
+		t.Fatalf("bare catalog: exit %d, want 2", code)
+	}
+}
