@@ -263,7 +263,9 @@ func TestCatalogQuarantine_TwoReplicasOnPostgresAgreeOnApprovals(t *testing.T) {
 func TestDoctor_WarnsOnCatalogDriftNeverFails(t *testing.T) {
 	fixture := startCatalogFixture(t)
 	fixture.s.AddTool(&mcp.Tool{Name: "mystery", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	cfg := writeConfig(t, fmt.Sprintf("store: {url: \"sqlite:%s\"}\nexecutor: {spares: 0}\nconnectors:\n  - id: remote\n    url: %s\n",
 		filepath.Join(t.TempDir(), "state.db"), fixture.url))
 	code, out, errOut := runCLI("doctor", "--config", cfg)
