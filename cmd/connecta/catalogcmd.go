@@ -10,7 +10,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 )
 
-const catalogUsage = "usage: connecta catalog diff CONNECTOR | approve CONNECTOR [TOOL…] --config FILE"
+const catalogUsage = "usage: connecta catalog diff|approve CONNECTOR [TOOL…] --config FILE   (diff: what is not approved, field by field; approve: no TOOL approves every pending one)"
 
 // cmdCatalog is `connecta catalog diff CONNECTOR` (what the connector's
 // stored catalog lists that is not approved, field by field) and `connecta
