@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/connecta-dev/connecta/store"
@@ -165,16 +167,19 @@ func (c *connector) approvals(ctx context.Context, e *catalogEntry) (map[string]
 			list = append(list, store.ToolApproval{CatalogKey: c.key(), Tool: e.all[i].Name, Fingerprint: e.fps[i],
 				Definition: e.all[i].Definition, ApprovedAt: now, ApprovedBy: SystemActor})
 		}
-		// Insert-if-absent: a replica that approved first keeps its rows.
+		// Insert-if-absent: a replica that approved first keeps its rows,
+		// and only the one whose rows were written audits.
 		if err := st.PutApprovals(ctx, list, false); err != nil {
 			return nil, err
 		}
-		if err := st.AppendAudit(ctx, store.AuditRecord{OccurredAt: now, Actor: SystemActor, Action: AuditCatalogApprove,
-			Target: "connector:" + c.spec.ID, Detail: "first catalog approved automatically (catalog.approveFirst)"}); err != nil {
-			c.logger.Warn("first approval not audited", "reason", err.Error())
-		}
 		if list, err = st.ListApprovals(ctx, c.key()); err != nil {
 			return nil, err
+		}
+		if slices.ContainsFunc(list, func(a store.ToolApproval) bool { return a.ApprovedAt.Equal(now.Truncate(time.Millisecond)) }) {
+			if err := st.AppendAudit(ctx, store.AuditRecord{OccurredAt: now, Actor: SystemActor, Action: AuditCatalogApprove,
+				Target: "connector:" + c.spec.ID, Detail: fmt.Sprintf("first catalog approved automatically (catalog.approveFirst): %d tools", len(e.all))}); err != nil {
+				c.logger.Warn("first approval not audited", "reason", err.Error())
+			}
 		}
 	}
 	out := make(map[string]string, len(list))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/internal/jcs"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -246,12 +247,17 @@ func driftDetail(d *Drift) string {
 	return b.String()
 }
 
-// clipNames keeps an audit detail short: ten names, then a count.
+// clipNames keeps an audit detail short: ten names, each clamped, then a
+// count.
 func clipNames(names []string) []string {
-	if len(names) <= 10 {
-		return names
+	out := make([]string, 0, min(len(names), 10)+1)
+	for _, n := range names[:min(len(names), 10)] {
+		out = append(out, jstext.Clamp(n, jstext.MaxIdentityBytes))
 	}
-	return append(slices.Clone(names[:10]), fmt.Sprintf("… %d more", len(names)-10))
+	if len(names) > 10 {
+		out = append(out, fmt.Sprintf("… %d more", len(names)-10))
+	}
+	return out
 }
 
 // ToolDiff is one tool whose current definition is not the approved one.
@@ -449,7 +455,7 @@ func ApproveTools(ctx context.Context, st CatalogStore, connectorID string, tool
 	}
 	for _, a := range as {
 		if err := st.AppendAudit(ctx, store.AuditRecord{OccurredAt: now, Actor: actor, Action: AuditCatalogApprove,
-			Target: "connector:" + connectorID, Detail: "tool " + a.Tool + " fingerprint " + a.Fingerprint[:16]}); err != nil {
+			Target: "connector:" + connectorID, Detail: "tool " + jstext.Clamp(a.Tool, jstext.MaxIdentityBytes) + " fingerprint " + a.Fingerprint[:16]}); err != nil {
 			return done, fmt.Errorf("approved, but the audit record was not written: %w", err)
 		}
 	}

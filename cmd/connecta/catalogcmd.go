@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/connecta-dev/connecta/gateway"
 )
@@ -67,6 +69,9 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: nothing to approve (every named tool is approved as listed)\n", connector)
 		return 0
 	}
+	for i := range done {
+		done[i] = printable(done[i])
+	}
 	fmt.Fprintf(stdout, "%s: approved %s\n", connector, strings.Join(done, ", "))
 	return 0
 }
@@ -77,7 +82,7 @@ func printDiff(w io.Writer, d gateway.CatalogDiff, pin string) {
 	fmt.Fprintf(w, "connector %s (catalog.pin: %s): %d tools listed at %s, %d approved, %d pending\n",
 		d.Connector, pin, d.Tools, d.FetchedAt.Format("2006-01-02T15:04:05Z07:00"), d.Approved, len(d.Pending))
 	for _, t := range d.Pending {
-		fmt.Fprintf(w, "\n%s %s\n", t.Status, t.Tool)
+		fmt.Fprintf(w, "\n%s %s\n", t.Status, printable(t.Tool))
 		for _, f := range t.Fields {
 			if t.Status == "new" {
 				fmt.Fprintf(w, "  %s: %s\n", f.Field, f.Current)
@@ -87,11 +92,21 @@ func printDiff(w io.Writer, d gateway.CatalogDiff, pin string) {
 		}
 	}
 	for _, t := range d.Unserved {
-		fmt.Fprintf(w, "\nunserved %s (stays approved; callable again if it returns unchanged)\n", t.Tool)
+		fmt.Fprintf(w, "\nunserved %s (stays approved; callable again if it returns unchanged)\n", printable(t.Tool))
 	}
 	if len(d.Pending) > 0 {
 		fmt.Fprintf(w, "\napprove with: connecta catalog approve %s [TOOL…] --config FILE\n", d.Connector)
 	}
+}
+
+// printable quotes a downstream-authored name that holds control
+// characters, so a tool name cannot drive the operator's terminal (field
+// values are canonical JSON, where they are escaped already).
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func orAbsent(s string) string {
