@@ -318,49 +318,76 @@ func storedTools(connectorID string, raw []byte, known ...string) ([]Tool, []str
 	return tools, fps, nil
 }
 
-// DiffCatalog reads a connector's stored catalog and its approvals and says,
-// field by field, what is not approved. ErrNoCatalog when none is stored.
-func DiffCatalog(ctx context.Context, st CatalogStore, connectorID string) (CatalogDiff, error) {
+// storedForDiff is a connector's stored catalog, decoded, with its
+// approvals by tool.
+type storedForDiff struct {
+	sc     store.StoredCatalog
+	tools  []Tool
+	fps    []string
+	byTool map[string]store.ToolApproval
+	list   []store.ToolApproval
+}
+
+func readForDiff(ctx context.Context, st CatalogStore, connectorID string) (*storedForDiff, error) {
 	key := store.CatalogKey{Connector: connectorID}
 	sc, err := st.GetCatalog(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return CatalogDiff{Connector: connectorID}, ErrNoCatalog
+		return nil, ErrNoCatalog
 	}
 	if err != nil {
-		return CatalogDiff{}, err
+		return nil, err
 	}
-	tools, fps, err := storedTools(connectorID, sc.Tools)
+	var meta driftMeta
+	if len(sc.Drift) > 0 && json.Unmarshal(sc.Drift, &meta) != nil {
+		meta = driftMeta{}
+	}
+	tools, fps, err := storedTools(connectorID, sc.Tools, meta.FPs...)
 	if err != nil {
-		return CatalogDiff{}, err
+		return nil, err
 	}
 	approvals, err := st.ListApprovals(ctx, key)
 	if err != nil {
-		return CatalogDiff{}, err
+		return nil, err
 	}
-	byTool := make(map[string]store.ToolApproval, len(approvals))
+	d := &storedForDiff{sc: sc, tools: tools, fps: fps, byTool: make(map[string]store.ToolApproval, len(approvals)), list: approvals}
 	for _, a := range approvals {
-		byTool[a.Tool] = a
+		d.byTool[a.Tool] = a
 	}
-	out := CatalogDiff{Connector: connectorID, FetchedAt: sc.FetchedAt, Tools: len(tools), Pending: []ToolDiff{}}
-	listed := make(map[string]bool, len(tools))
-	for i, t := range tools {
+	return d, nil
+}
+
+// diff says, field by field, what of the stored catalog is not approved.
+func (d *storedForDiff) diff(connectorID string) CatalogDiff {
+	out := CatalogDiff{Connector: connectorID, FetchedAt: d.sc.FetchedAt, Tools: len(d.tools), Pending: []ToolDiff{}}
+	listed := make(map[string]bool, len(d.tools))
+	for i, t := range d.tools {
 		listed[t.Name] = true
-		a, ok := byTool[t.Name]
+		a, ok := d.byTool[t.Name]
 		switch {
 		case !ok:
 			out.Pending = append(out.Pending, ToolDiff{Tool: t.Name, Status: "new", Fields: fieldDiffs(nil, t.Definition)})
-		case a.Fingerprint != fps[i]:
+		case a.Fingerprint != d.fps[i]:
 			out.Pending = append(out.Pending, ToolDiff{Tool: t.Name, Status: "changed", Fields: fieldDiffs(a.Definition, t.Definition)})
 		default:
 			out.Approved++
 		}
 	}
-	for _, a := range approvals {
+	for _, a := range d.list {
 		if !listed[a.Tool] {
 			out.Unserved = append(out.Unserved, ToolDiff{Tool: a.Tool, Status: "unserved"})
 		}
 	}
-	return out, nil
+	return out
+}
+
+// DiffCatalog reads a connector's stored catalog and its approvals and says,
+// field by field, what is not approved. ErrNoCatalog when none is stored.
+func DiffCatalog(ctx context.Context, st CatalogStore, connectorID string) (CatalogDiff, error) {
+	d, err := readForDiff(ctx, st, connectorID)
+	if err != nil {
+		return CatalogDiff{Connector: connectorID}, err
+	}
+	return d.diff(connectorID), nil
 }
 
 // fieldDiffs lists the fingerprinted fields whose canonical JSON differs.
@@ -400,18 +427,11 @@ func fieldMap(def json.RawMessage) map[string]string {
 // approval, and returns the names it approved (already approved ones are
 // left alone). A name not in the stored catalog is an error naming it.
 func ApproveTools(ctx context.Context, st CatalogStore, connectorID string, tools []string, actor string) ([]string, error) {
-	diff, err := DiffCatalog(ctx, st, connectorID)
+	d, err := readForDiff(ctx, st, connectorID)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := st.GetCatalog(ctx, store.CatalogKey{Connector: connectorID})
-	if err != nil {
-		return nil, err
-	}
-	all, fps, err := storedTools(connectorID, sc.Tools)
-	if err != nil {
-		return nil, err
-	}
+	diff, all, fps := d.diff(connectorID), d.tools, d.fps
 	index := make(map[string]int, len(all))
 	for i, t := range all {
 		index[t.Name] = i
