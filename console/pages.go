@@ -43,7 +43,12 @@ type connectionRow struct {
 	Drift        *gateway.Drift
 	Quarantined  int
 	Pending      []gateway.ToolDiff
+	MorePending  int // pending tools past maxPendingShown
 }
+
+// maxPendingShown bounds the diff a Connections page renders per connector;
+// `connecta catalog diff` shows the rest.
+const maxPendingShown = 50
 
 func (c *Console) connector(id string) *config.Connector {
 	for i := range c.cfg().Connectors {
@@ -71,6 +76,9 @@ func (c *Console) rows(ctx context.Context) []connectionRow {
 		if h.CatalogPin == gateway.PinQuarantine {
 			if d, err := c.o.Gateway.DiffCatalog(ctx, h.ID); err == nil {
 				r.Pending = d.Pending
+				if len(r.Pending) > maxPendingShown {
+					r.Pending, r.MorePending = r.Pending[:maxPendingShown], len(r.Pending)-maxPendingShown
+				}
 			}
 		}
 		if st.LastContactAt != nil {
