@@ -141,18 +141,23 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.oauth = flows
 	a.Gateway, err = gateway.New(ctx, gateway.Options{
-		Connectors:  append(ConnectorSpecs(cfg), o.Connectors...),
-		CatalogTTL:  cfg.Catalog.TTL,
-		CallTimeout: cfg.Execute.HostCallTimeout,
-		Activity:    a.Activity,
-		Observer:    observe.New(observe.Options{Entries: observeEntries, TTL: observeTTL, Logger: log.With("component", "observe")}),
-		Validator:   validate.New(validate.Options{CacheEntries: validatorEntries, Logger: log.With("component", "validate")}),
-		Logger:      log.With("component", "gateway"),
-		Metrics:     a.Registry,
-		Version:     o.Version,
-		OAuth:       oauthTransport(flows),
-		Credentials: vaultCredentials{a.state.vault},
-		OperatorURL: OperatorURL(cfg),
+		Connectors: append(ConnectorSpecs(cfg), o.Connectors...),
+		CatalogTTL: cfg.Catalog.TTL,
+		// Catalogs persist in the configured store (memory: included, where
+		// they last as long as the process).
+		CatalogStale:    cfg.Catalog.Stale,
+		Store:           a.state.store,
+		NoFirstApproval: !cfg.Catalog.ApproveFirst,
+		CallTimeout:     cfg.Execute.HostCallTimeout,
+		Activity:        a.Activity,
+		Observer:        observe.New(observe.Options{Entries: observeEntries, TTL: observeTTL, Logger: log.With("component", "observe")}),
+		Validator:       validate.New(validate.Options{CacheEntries: validatorEntries, Logger: log.With("component", "validate")}),
+		Logger:          log.With("component", "gateway"),
+		Metrics:         a.Registry,
+		Version:         o.Version,
+		OAuth:           oauthTransport(flows),
+		Credentials:     vaultCredentials{a.state.vault},
+		OperatorURL:     OperatorURL(cfg),
 
 		SharedBudgets: a.state.callBudgets(),
 	})
@@ -290,7 +295,8 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			Admission:     callAdmission(c.CallAdmission),
 			SharedSession: c.SharedSession,
 			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
-			OAuth: c.OAuth != nil,
+			OAuth:      c.OAuth != nil,
+			CatalogPin: cfg.CatalogPin(&c),
 		}
 		if c.Credential != nil {
 			spec.Credential = &gateway.CredentialSlot{Label: c.Credential.Label, Header: c.Credential.Header, Scheme: c.Credential.Scheme}

@@ -105,11 +105,6 @@ type Execute struct {
 	MaxEmittedBlocks int
 }
 
-// Catalog configures the per-connector tool listing cache.
-type Catalog struct {
-	TTL time.Duration
-}
-
 // Results configures inline result size and the get_result stash.
 type Results struct {
 	MaxInlineBytes int64
@@ -168,6 +163,10 @@ type Connector struct {
 	SharedSession    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
+	// CatalogPin is the connector's catalog.pin override ("" = the
+	// top-level catalog.pin; Config.CatalogPin resolves it).
+	CatalogPin     string
+	catalogPinLine int
 
 	// Missing lists the credential references that could not be resolved.
 	// The connector still loads; its calls fail auth_required with recovery
@@ -243,8 +242,6 @@ const (
 	DefaultExecuteMaxEmittedBytes  = 4000000
 	DefaultExecuteMaxEmittedBlocks = 32
 
-	DefaultCatalogTTL = 300000 * time.Millisecond
-
 	DefaultResultsMaxInlineBytes = 50000
 	DefaultResultsStashTTL       = 900000 * time.Millisecond
 	DefaultResultsStashMaxBytes  = 64 << 20 // 67,108,864
@@ -312,7 +309,7 @@ func defaults() *Config {
 			MaxEmittedBytes:  DefaultExecuteMaxEmittedBytes,
 			MaxEmittedBlocks: DefaultExecuteMaxEmittedBlocks,
 		},
-		Catalog: Catalog{TTL: DefaultCatalogTTL},
+		Catalog: defaultCatalog(),
 		Results: Results{
 			MaxInlineBytes: DefaultResultsMaxInlineBytes,
 			StashTTL:       DefaultResultsStashTTL,

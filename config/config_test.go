@@ -163,7 +163,7 @@ func TestDefaults_AsPinned(t *testing.T) {
 			MaxSpares: 8, SpareIdle: 30 * time.Second, Timeout: 30 * time.Second, CPUTime: 250 * time.Millisecond, MemoryLimitBytes: 67108864,
 			MaxStackSizeBytes: 1048576},
 		Execute:  Execute{MaxHostCalls: 20, HostCallTimeout: 15 * time.Second, MaxEmittedBytes: 4000000, MaxEmittedBlocks: 32},
-		Catalog:  Catalog{TTL: 300 * time.Second},
+		Catalog:  Catalog{TTL: 300 * time.Second, Stale: time.Hour, Pin: "warn", ApproveFirst: true},
 		Results:  Results{MaxInlineBytes: 50000, StashTTL: 900 * time.Second, StashMaxBytes: 67108864},
 		Activity: Activity{MaxEvents: 100000, MaxAge: 2592000 * time.Second},
 		Store:    Store{URL: NewSecret("memory:")},
@@ -190,7 +190,7 @@ executor:
   maxStackSizeBytes: 1048576
   cacheDir: ""
 execute: {maxHostCalls: 20, hostCallTimeoutMs: 15000, maxEmittedBytes: 4000000, maxEmittedBlocks: 32}
-catalog: {ttlMs: 300000}
+catalog: {ttlMs: 300000, staleMs: 3600000, pin: warn, approveFirst: true}
 results: {maxInlineBytes: 50000, stashTtlMs: 900000, stashMaxBytes: 67108864}
 activity: {maxEvents: 100000, maxAgeMs: 2592000000, file: ""}
 connectors: []

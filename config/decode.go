@@ -530,10 +530,10 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			{"maxEmittedBlocks", 0, 10_000, intInto(&x.MaxEmittedBlocks)},
 		}, nil, nil)
 	}
+	var catalogNode *yaml.Node
 	if e, ok := fs["catalog"]; ok {
-		d.section(e.val, "catalog", []numField{
-			{"ttlMs", 0, maxTTLMs, msInto(&c.Catalog.TTL)},
-		}, nil, nil)
+		catalogNode = e.val
+		d.catalog(e.val, c)
 	}
 	if e, ok := fs["results"]; ok {
 		x := &c.Results
@@ -581,6 +581,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			}
 		}
 	}
+	d.checkQuarantineStore(c, catalogNode)
 	if listenNode != nil && !tokensGiven && oidcNode == nil && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
 		d.fail(listenNode, "listen", "%q is not a loopback address and no inbound auth is configured (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(c.Listen))
 	}
@@ -697,7 +698,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -848,6 +849,9 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 		for i, name := range c.ReadOnly {
 			roLines[name] = e.val.Content[i].Line
 		}
+	}
+	if e, ok := fs["catalog"]; ok {
+		d.connectorCatalog(e.val, path, &c)
 	}
 	if e, ok := fs["approvalRequired"]; ok {
 		c.ApprovalRequired = d.toolList(e.val, path+".approvalRequired", roLines)

@@ -124,6 +124,12 @@ func New(o Options) (*Console, error) {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
+		"seconds": func(ms *int64) string {
+			if ms == nil {
+				return ""
+			}
+			return fmt.Sprintf("%d s", *ms/1000)
+		},
 	}).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
@@ -150,6 +156,7 @@ func (c *Console) Handler() http.Handler {
 
 	mux.Handle("POST "+Prefix+"/connections/{id}/authorize", c.mutation(c.serveAuthorize))
 	mux.Handle("POST "+Prefix+"/connections/{id}/revoke", c.mutation(c.serveRevokeGrant))
+	mux.Handle("POST "+Prefix+"/connections/{id}/approve", c.mutation(c.serveApprove))
 	mux.Handle("POST "+Prefix+"/credentials/{id}", c.mutation(c.serveSetCredential))
 	mux.Handle("POST "+Prefix+"/credentials/{id}/delete", c.mutation(c.serveDeleteCredential))
 	mux.Handle("POST "+Prefix+"/credentials/{id}/test", c.mutation(c.serveTestCredential))

@@ -104,6 +104,19 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 	if status, page := op.post("/operator/tokens", url.Values{"csrf": {"forged"}, "name": {"evil"}}, ""); status != http.StatusForbidden || !strings.Contains(page, "nothing was changed") {
 		t.Fatalf("bad csrf: %d %s", status, page)
 	}
+	// Catalog approvals are mutations like any other.
+	if status, _ := op.post("/operator/connections/pinned/approve", url.Values{"csrf": {"forged"}, "all": {"true"}}, ""); status != http.StatusForbidden {
+		t.Fatalf("approve with a bad csrf: %d", status)
+	}
+	if status, _ := op.post("/operator/connections/pinned/approve", url.Values{"csrf": {csrf}, "all": {"true"}}, "https://evil.example"); status != http.StatusForbidden {
+		t.Fatalf("cross-origin approve: %d", status)
+	}
+	if status, _ := op.post("/operator/connections/nope/approve", url.Values{"csrf": {csrf}, "all": {"true"}}, ""); status != http.StatusNotFound {
+		t.Fatalf("approve on an unknown connector: %d", status)
+	}
+	if status, page := op.post("/operator/connections/pinned/approve", url.Values{"csrf": {csrf}}, ""); status != http.StatusBadRequest || !strings.Contains(page, "nothing was approved") {
+		t.Fatalf("approve naming no tool: %d %s", status, page)
+	}
 	if n := tokenCount(t, h); n != before {
 		t.Fatalf("refused posts created tokens: %d → %d", before, n)
 	}

@@ -47,9 +47,12 @@ type harness struct {
 	app   *app.App
 	rs    *oidctest.ProtectedServer
 	keyed atomic.Int64 // calls the keyed server ran
-	yaml  string       // the configuration (its listen address is the first replica's)
-	env   map[string]string
-	logs  *syncBuffer // everything connecta logged, at debug level
+	// pinned is the go-sdk server behind "pinned", a connector under
+	// catalog.pin: quarantine, whose tools a test changes.
+	pinned *mcp.Server
+	yaml   string // the configuration (its listen address is the first replica's)
+	env    map[string]string
+	logs   *syncBuffer // everything connecta logged, at debug level
 }
 
 func startHarness(t *testing.T) *harness {
@@ -69,6 +72,7 @@ func startHarness(t *testing.T) *harness {
 	})
 	h.rs = oidctest.NewProtectedServer(t, h.p)
 	keyedURL := h.startKeyed(t)
+	pinnedURL := h.startPinned(t)
 
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -94,7 +98,11 @@ connectors:
     title: Tracker
     url: %s
     oauth: {}
-`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL)
+  - id: pinned
+    title: Pinned
+    url: %s
+    catalog: {pin: quarantine}
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL)
 	h.yaml, h.env = yaml, env
 	h.logs = &syncBuffer{}
 	h.app = h.serve(t, ln)
@@ -159,6 +167,27 @@ func (h *harness) startKeyed(t *testing.T) string {
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// startPinned serves h.pinned (one read-only tool to begin with).
+func (h *harness) startPinned(t *testing.T) string {
+	h.pinned = mcp.NewServer(&mcp.Implementation{Name: "pinned", Version: "1.0.0"}, nil)
+	h.putPinned("get_item", "Gets one item.")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.pinned }, nil)}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+func (h *harness) putPinned(name, description string) {
+	h.pinned.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " ran"}}}, nil
+		})
 }
 
 // bearer adds a token to every request of an MCP client.

@@ -33,7 +33,22 @@ type connectionRow struct {
 	CredentialLabel   string
 	CredentialSet     bool
 	CredentialUpdated time.Time
+
+	// The catalog: its state and age, pinning mode, drift (nil: not
+	// observed), tools hidden until approved, and what approval would
+	// change (under quarantine, when anything is pending).
+	CatalogState string
+	CatalogAgeMs *int64
+	Pin          string
+	Drift        *gateway.Drift
+	Quarantined  int
+	Pending      []gateway.ToolDiff
+	MorePending  int // pending tools past maxPendingShown
 }
+
+// maxPendingShown bounds the diff a Connections page renders per connector;
+// `connecta catalog diff` shows the rest.
+const maxPendingShown = 50
 
 func (c *Console) connector(id string) *config.Connector {
 	for i := range c.cfg().Connectors {
@@ -48,15 +63,28 @@ func (c *Console) connector(id string) *config.Connector {
 // probe), its OAuth and its credential state.
 func (c *Console) rows(ctx context.Context) []connectionRow {
 	states := c.o.Gateway.ConnectorStates()
+	drift := c.o.Gateway.CatalogDrift()
 	var out []connectionRow
 	for _, h := range c.o.Gateway.Health() {
-		r := connectionRow{ID: h.ID, Kind: h.Kind}
+		r := connectionRow{ID: h.ID, Kind: h.Kind, Pin: h.CatalogPin, Quarantined: h.CatalogQuarantined}
 		if h.CatalogTools > 0 {
 			n := h.CatalogTools
 			r.ToolCount = &n
 		}
 		st := states[h.ID]
 		r.State, r.LastError = st.State, st.LastErrorCode
+		r.CatalogState, r.CatalogAgeMs = st.Catalog.State, st.Catalog.AgeMs
+		if d, ok := drift[h.ID]; ok {
+			r.Drift = &d
+		}
+		if h.CatalogPin == gateway.PinQuarantine {
+			if d, err := c.o.Gateway.DiffCatalog(ctx, h.ID); err == nil {
+				r.Pending = d.Pending
+				if len(r.Pending) > maxPendingShown {
+					r.Pending, r.MorePending = r.Pending[:maxPendingShown], len(r.Pending)-maxPendingShown
+				}
+			}
+		}
 		if st.LastContactAt != nil {
 			r.LastContact = *st.LastContactAt
 		}
@@ -90,6 +118,36 @@ func (c *Console) rows(ctx context.Context) []connectionRow {
 
 func (c *Console) serveConnections(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "connections", view{Title: "Connections", Nav: "connections", Flash: flash(r), Data: c.rows(r.Context())})
+}
+
+// serveApprove approves pending tools of a connector's catalog: the form's
+// tool fields, or every pending tool with all=true. Each approval is an
+// audit record under the operator's name.
+func (c *Console) serveApprove(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if c.connector(id) == nil {
+		c.fail(w, r, http.StatusNotFound, "No such connector", "No configured connector has that id, so nothing was approved.")
+		return
+	}
+	tools := r.PostForm["tool"]
+	if r.PostForm.Get("all") != "true" && len(tools) == 0 {
+		c.fail(w, r, http.StatusBadRequest, "Nothing to approve", "The form named no tool, so nothing was approved.")
+		return
+	}
+	if r.PostForm.Get("all") == "true" {
+		tools = nil
+	}
+	s := sessionFrom(r.Context())
+	done, err := c.o.Gateway.ApproveTools(r.Context(), id, tools, s.op.Actor())
+	if err != nil {
+		c.fail(w, r, http.StatusConflict, "Approval failed", err.Error()+". Nothing was approved.")
+		return
+	}
+	if len(done) == 0 {
+		back(w, r, "/", "Connector "+id+": nothing to approve (already approved as listed).")
+		return
+	}
+	back(w, r, "/", "Connector "+id+": approved "+strings.Join(done, ", ")+".")
 }
 
 // oauthConnector is the connector {id} when it uses OAuth; else a page.

@@ -15,16 +15,30 @@ import (
 )
 
 // catalogEntry is one complete listing of a connector, immutable once
-// built: readers share it without copying.
+// installed: readers share it without copying. tools is the served view —
+// every listed tool, less those quarantine hides — and what discovery and
+// invocation see; a hidden tool does not exist for them.
 type catalogEntry struct {
-	tools     []Tool
-	byName    map[string]int
-	fetchedAt time.Time
-	expires   time.Time
+	tools  []Tool
+	byName map[string]int
+
+	all         []Tool         // every listed tool, in listing order
+	allByName   map[string]int // index into all
+	fps         []string       // Fingerprint of all[i]
+	fingerprint string         // catalogFingerprint of all
+	fetchedAt   time.Time
+	expires     time.Time     // fresh until; after a failed refresh, when to retry
+	ttl         time.Duration // catalog.ttlMs, capped by the downstream's ttlMs
+	downTTL     time.Duration // the downstream's ttlMs (0: none)
+	stale       bool          // served after a failed refresh
+	quarantined int           // listed tools the view hides
+	approvalsAt time.Time     // when the approvals behind the view were read
+	drift       *Drift        // nil: not observed (pin off, or no load yet)
 	// inputs are the compiled input schemas by tool name (*inputSchema),
 	// compiled on a tool's first call: once per tool and catalog
-	// generation, however many tools the catalog has.
-	inputs sync.Map
+	// generation, however many tools the catalog has. Shared by the views
+	// derived from one listing (same definitions); nil until first used.
+	inputs *sync.Map
 }
 
 type inputSchema struct {
@@ -34,6 +48,9 @@ type inputSchema struct {
 
 // inputSchema is t's compiled input schema in this catalog generation.
 func (e *catalogEntry) inputSchema(t *Tool, v *validate.Validator) *validate.Schema {
+	if e.inputs == nil {
+		return v.Compile(t.InputSchema) // an entry not built by newEntry
+	}
 	x, _ := e.inputs.LoadOrStore(t.Name, &inputSchema{})
 	in := x.(*inputSchema)
 	in.once.Do(func() { in.schema = v.Compile(t.InputSchema) })
@@ -48,11 +65,46 @@ func (e *catalogEntry) lookup(name string) (*Tool, bool) {
 	return &e.tools[i], true
 }
 
+func (e *catalogEntry) lookupAll(name string) (*Tool, bool) {
+	i, ok := e.allByName[name]
+	if !ok {
+		return nil, false
+	}
+	return &e.all[i], true
+}
+
+// newEntry indexes a listing and fingerprints every tool.
+func newEntry(all []Tool, fps []string) *catalogEntry {
+	e := &catalogEntry{all: all, allByName: make(map[string]int, len(all)), fps: fps, inputs: new(sync.Map)}
+	if e.fps == nil {
+		e.fps = make([]string, len(all))
+		for i := range all {
+			e.fps[i] = Fingerprint(all[i].Definition)
+		}
+	}
+	for i := range all {
+		e.allByName[all[i].Name] = i
+	}
+	e.fingerprint = catalogFingerprint(all, e.fps)
+	e.tools, e.byName = all, e.allByName
+	return e
+}
+
+// derive copies an entry's listing for a new view (the listing is shared;
+// slices are never written after install).
+func (e *catalogEntry) derive() *catalogEntry {
+	n := *e
+	return &n
+}
+
 // catalogState is guarded by connector.mu.
 type catalogState struct {
 	entry *catalogEntry
 	dirty bool   // list_changed arrived: refresh before serving again
 	gen   uint64 // bumped by list_changed
+	// recheck: approvals changed here (console): re-read them before
+	// serving the view again.
+	recheck bool
 }
 
 // invalidateCatalog marks the cache stale (notifications/tools/list_changed).
@@ -75,13 +127,23 @@ func (c *connector) catalog(ctx context.Context, operation string) (*catalogEntr
 	return nil, c.catalogError(ctx, err, operation)
 }
 
+// servable reports whether e may be served as it is at now: fresh (or, after
+// a failed refresh, not yet due for a retry and younger than staleMs), and
+// under quarantine with approvals read recently enough.
+func (c *connector) servable(e *catalogEntry, now time.Time) bool {
+	if e == nil || c.cat.dirty || c.cat.recheck || !now.Before(e.expires) {
+		return false
+	}
+	return c.pin != PinQuarantine || now.Sub(e.approvalsAt) < ApprovalRecheck
+}
+
 func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 	if c.spec.MissingCredential != "" {
 		c.recordFailure(CodeAuthRequired) // the use failed: health says so
 		return nil, &failure{code: CodeAuthRequired, missingCredential: true}
 	}
 	c.mu.Lock()
-	if e := c.cat.entry; e != nil && !c.cat.dirty && c.g.now().Before(e.expires) {
+	if e := c.cat.entry; c.servable(e, c.g.now()) {
 		c.mu.Unlock()
 		return e, nil
 	}
@@ -113,48 +175,123 @@ func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 	}
 }
 
-// runRefresh lists the catalog on the gateway's lifetime, detached from any
-// one caller so a waiter that gives up does not fail the others. The error
-// is a *failure.
+// runRefresh brings the catalog up to date on the gateway's lifetime,
+// detached from any one caller so a waiter that gives up does not fail the
+// others. In order: a fresh entry whose approvals are due is re-viewed; a
+// stored copy younger than its TTL (another replica's load, or this
+// process's before a restart) is adopted; otherwise the downstream is
+// listed, and when that fails the newest catalog younger than staleMs is
+// served stale. The error is a *failure.
 func (c *connector) runRefresh() (any, error) {
 	c.mu.Lock()
-	gen := c.cat.gen
+	gen, cur, dirty := c.cat.gen, c.cat.entry, c.cat.dirty
+	c.cat.recheck = false
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.g.life, CatalogRefreshTimeout)
 	defer cancel()
+	now := c.g.now()
+	if cur != nil && !dirty && now.Before(cur.expires) {
+		// Approvals are due (quarantine): re-read them, and adopt a newer
+		// stored catalog — another replica's load after a list change this
+		// process may not hear (it has no session when it serves a stored
+		// copy) — so replicas agree within ApprovalRecheck.
+		e := cur.derive()
+		if s, _ := c.loadStored(ctx, cur); s != nil && s != cur && s.fetchedAt.After(cur.fetchedAt) && now.Before(s.fetchedAt.Add(s.ttl)) {
+			e = s
+			e.expires = e.fetchedAt.Add(e.ttl)
+		}
+		c.view(ctx, e)
+		return c.install(e, gen), nil
+	}
+	stored, storedOK := c.loadStored(ctx, nil)
+	if stored != nil && !dirty && (cur == nil || stored.fetchedAt.After(cur.fetchedAt)) && now.Before(stored.fetchedAt.Add(stored.ttl)) {
+		stored.expires = stored.fetchedAt.Add(stored.ttl)
+		c.view(ctx, stored)
+		return c.install(stored, gen), nil
+	}
+
 	ex := &rawmcp.Exchange{}
-	ctx = rawmcp.WithExchange(ctx, ex)
+	lctx := rawmcp.WithExchange(ctx, ex)
 	started := c.g.now()
 	var entry *catalogEntry
-	err := c.credentialPresent(ctx)
+	err := c.credentialPresent(lctx)
 	if err == nil {
-		entry, err = c.listTools(ctx)
+		entry, err = c.listTools(lctx)
 	}
-	var f *failure
 	if err != nil {
-		f = c.classify(ctx, err, ex.Snapshot())
+		f := c.classify(lctx, err, ex.Snapshot())
 		if f.code == CodeTimeout {
 			f = &failure{code: CodeCatalogLookupFailed, message: fmt.Sprintf("tools/list timed out after %dms", CatalogRefreshTimeout.Milliseconds()), retryable: true}
 		}
 		c.logger.Warn("catalog refresh failed", "code", string(f.code), "reason", f.message)
 		c.recordFailure(f.code)
 		c.g.metrics.catalogRefresh(c.spec.ID, "failure", c.g.now().Sub(started))
-	} else {
-		c.recordSuccess()
-		c.g.metrics.catalogRefresh(c.spec.ID, "success", c.g.now().Sub(started))
+		if !outage(f.code) {
+			return nil, f // the downstream answered: no stale catalog hides that
+		}
+		return c.serveStale(ctx, cur, stored, gen, f)
 	}
+	c.recordSuccess()
+	c.g.metrics.catalogRefresh(c.spec.ID, "success", c.g.now().Sub(started))
+	entry.fetchedAt = c.g.now()
+	entry.ttl = c.g.ttl
+	if entry.downTTL > 0 && entry.downTTL < entry.ttl {
+		entry.ttl = entry.downTTL // the downstream's ttlMs caps catalog.ttlMs
+	}
+	entry.expires = entry.fetchedAt.Add(entry.ttl)
+	prev := stored
+	if !storedOK || prev == nil {
+		prev = cur // the store said nothing usable: compare with memory
+	}
+	c.persist(ctx, entry, prev, storedOK)
+	c.view(ctx, entry)
+	return c.install(entry, gen), nil
+}
+
+// install makes e the served entry; a list_changed during the refresh keeps
+// the catalog dirty.
+func (c *connector) install(e *catalogEntry, gen uint64) *catalogEntry {
 	c.mu.Lock()
-	if err == nil {
-		entry.fetchedAt = c.g.now()
-		entry.expires = entry.fetchedAt.Add(c.g.ttl)
-		c.cat.entry = entry
-		c.cat.dirty = c.cat.gen != gen // a list_changed during the refresh
+	defer c.mu.Unlock()
+	c.cat.entry = e
+	c.cat.dirty = c.cat.gen != gen
+	return e
+}
+
+// serveStale answers a failed refresh: the newest of the entry in memory and
+// the stored copy, while younger than staleMs, served stale until the next
+// retry; otherwise nothing is served and the failure is the answer.
+func (c *connector) serveStale(ctx context.Context, cur, stored *catalogEntry, gen uint64, f *failure) (any, error) {
+	now := c.g.now()
+	last := cur
+	if stored != nil && (last == nil || stored.fetchedAt.After(last.fetchedAt)) {
+		last = stored
 	}
-	c.mu.Unlock()
-	if f != nil {
+	if last == nil || now.Sub(last.fetchedAt) >= c.g.stale {
+		c.mu.Lock()
+		c.cat.entry = nil
+		c.mu.Unlock()
 		return nil, f
 	}
-	return entry, nil
+	e := last.derive()
+	e.stale = true
+	e.expires = minTime(now.Add(min(staleRetry, e.ttl)), e.fetchedAt.Add(c.g.stale))
+	c.view(ctx, e) // approvals may have changed since
+	return c.install(e, gen), nil
+}
+
+// outage reports the refresh failures a stale catalog covers: the
+// downstream is out of reach. auth_required is an answer (authorize, then
+// retry) and is never hidden behind a stale catalog.
+func outage(code Code) bool {
+	return failsConnector(code) && code != CodeAuthRequired
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // listTools reads every cursor page of tools/list, keeping each tool's exact
@@ -164,7 +301,9 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	entry := &catalogEntry{byName: map[string]int{}}
+	var all []Tool
+	names := map[string]bool{}
+	var downTTL int64
 	seen := map[string]bool{}
 	cursor := ""
 	reconnected := false
@@ -206,29 +345,35 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 		var pageBody struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
+			TTLMs      int64             `json:"ttlMs"` // MCP 2026-07-28 Cacheable
 		}
 		if err := json.Unmarshal(raw, &pageBody); err != nil {
 			return nil, &failure{code: CodeCatalogLookupFailed, message: "tools/list returned a malformed result"}
+		}
+		if page == 0 && pageBody.TTLMs > 0 {
+			downTTL = pageBody.TTLMs
 		}
 		for _, rt := range pageBody.Tools {
 			t, ok := toolFromRaw(c.spec.ID, rt)
 			if !ok {
 				continue
 			}
-			if _, dup := entry.byName[t.Name]; dup {
+			if names[t.Name] {
 				continue
 			}
-			if len(entry.tools) >= MaxCatalogTools {
+			if len(all) >= MaxCatalogTools {
 				return nil, errPartialCatalog(fmt.Sprintf("more than %d tools", MaxCatalogTools))
 			}
 			if kept += len(rt); kept > c.g.maxCatalog {
 				return nil, errPartialCatalog(fmt.Sprintf("more than %d bytes of tool definitions", c.g.maxCatalog))
 			}
-			entry.byName[t.Name] = len(entry.tools)
-			entry.tools = append(entry.tools, t)
+			names[t.Name] = true
+			all = append(all, t)
 		}
 		if pageBody.NextCursor == "" {
-			return entry, nil
+			e := newEntry(all, nil)
+			e.downTTL = time.Duration(min(downTTL, int64(maxDownstreamTTL/time.Millisecond))) * time.Millisecond
+			return e, nil
 		}
 		if seen[pageBody.NextCursor] {
 			return nil, errPartialCatalog("a cursor repeated")

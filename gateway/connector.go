@@ -48,6 +48,7 @@ type connector struct {
 	readOnly map[string]bool
 	approval map[string]bool
 	gate     *callGate   // downstream call admission (calladmission.go)
+	pin      string      // PinOff, PinWarn or PinQuarantine
 	stderr   *tailBuffer // stdio only: redacted on read
 
 	connTok chan struct{} // one connect at a time
@@ -90,6 +91,18 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		readOnly: setOf(spec.ReadOnly),
 		approval: setOf(spec.ApprovalRequired),
 		connTok:  make(chan struct{}, 1),
+		pin:      spec.CatalogPin,
+	}
+	switch c.pin {
+	case "":
+		c.pin = PinWarn
+	case PinOff, PinWarn:
+	case PinQuarantine:
+		if g.opts.Store == nil {
+			return nil, fmt.Errorf("catalog pin quarantine needs a store for its approvals")
+		}
+	default:
+		return nil, fmt.Errorf("catalog pin %q is not one of off, warn, quarantine", c.pin)
 	}
 	kinds := 0
 	if spec.URL != "" {
@@ -406,9 +419,11 @@ func (c *connector) healthSnapshot() ConnectorHealth {
 	if c.starts > 1 {
 		h.Restarts = c.starts - 1
 	}
+	h.CatalogPin = c.pin
 	if e := c.cat.entry; e != nil {
 		h.CatalogTools = len(e.tools)
 		h.CatalogFetchedAt = e.fetchedAt
+		h.CatalogQuarantined = e.quarantined
 	}
 	return h
 }

@@ -72,6 +72,10 @@ type ConnectorSpec struct {
 	// grant (Options.OAuth supplies the transport); its auth failures
 	// recover through authorize_connector with recovery "oauth".
 	OAuth bool
+
+	// CatalogPin is the connector's catalog.pin: PinOff, PinWarn (the
+	// default when empty) or PinQuarantine (needs Options.Store).
+	CatalogPin string
 }
 
 // OAuthTransport wraps a connector's HTTP transport so that every request
@@ -99,15 +103,25 @@ type CredentialSource interface {
 
 // Options configure a Gateway.
 type Options struct {
-	Connectors  []ConnectorSpec
-	CatalogTTL  time.Duration // default DefaultCatalogTTL
-	CallTimeout time.Duration // default DefaultCallTimeout
-	Activity    *activity.Recorder
-	Observer    *observe.Observer
-	Validator   *validate.Validator
-	Logger      *slog.Logger
-	Metrics     prometheus.Registerer // nil: no metrics
-	HTTPClient  *http.Client          // optional base; its Transport is wrapped
+	Connectors []ConnectorSpec
+	CatalogTTL time.Duration // default DefaultCatalogTTL
+	// CatalogStale is how long after its load a catalog is still served
+	// while refreshes fail (catalog.staleMs); default DefaultCatalogStale,
+	// never below CatalogTTL.
+	CatalogStale time.Duration
+	// Store persists catalogs, approvals and their audit records; nil keeps
+	// catalogs in memory only (quarantine then refuses).
+	Store CatalogStore
+	// NoFirstApproval turns off the automatic approval of a quarantined
+	// connector's first catalog (catalog.approveFirst: false).
+	NoFirstApproval bool
+	CallTimeout     time.Duration // default DefaultCallTimeout
+	Activity        *activity.Recorder
+	Observer        *observe.Observer
+	Validator       *validate.Validator
+	Logger          *slog.Logger
+	Metrics         prometheus.Registerer // nil: no metrics
+	HTTPClient      *http.Client          // optional base; its Transport is wrapped
 	// Version is reported to downstreams as the client implementation
 	// version (optional, added).
 	Version string
@@ -139,6 +153,7 @@ type Gateway struct {
 	logger     *slog.Logger
 	now        func() time.Time
 	ttl        time.Duration
+	stale      time.Duration
 	timeout    time.Duration
 	maxBody    int64
 	maxCatalog int
@@ -177,6 +192,8 @@ type ConnectorHealth struct {
 	ConsecutiveFailures int       `json:"consecutiveFailures"`
 	CatalogTools        int       `json:"catalogTools"`
 	CatalogFetchedAt    time.Time `json:"catalogFetchedAt,omitzero"`
+	CatalogQuarantined  int       `json:"catalogQuarantined,omitempty"` // listed tools hidden until approved
+	CatalogPin          string    `json:"catalogPin"`
 	Restarts            int       `json:"restarts,omitempty"` // stdio processes started after the first
 }
 
@@ -200,6 +217,11 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if g.ttl <= 0 {
 		g.ttl = DefaultCatalogTTL
 	}
+	g.stale = opts.CatalogStale
+	if g.stale <= 0 {
+		g.stale = DefaultCatalogStale
+	}
+	g.stale = max(g.stale, g.ttl)
 	if g.timeout <= 0 {
 		g.timeout = DefaultCallTimeout
 	}
@@ -229,7 +251,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g.reg = reg
 	g.metrics.zero(reg.order)
 	if opts.Metrics != nil {
-		for _, c := range []prometheus.Collector{newUpCollector(g), newAdmissionCollector(g)} {
+		for _, c := range []prometheus.Collector{newCatalogCollector(g), newUpCollector(g), newAdmissionCollector(g)} {
 			if err := opts.Metrics.Register(c); err != nil {
 				g.stop()
 				return nil, fmt.Errorf("gateway: metrics: %w", err)

@@ -375,26 +375,26 @@ func TestE2_ClassifiesHTTPFailures(t *testing.T) {
 	})
 }
 
-func TestE2_CatalogFailureKeepsValidCache(t *testing.T) {
+// TestE2_CatalogFailureServesTheStaleCatalog: an outage on refresh keeps
+// serving the last catalog, stale; an auth failure is never hidden by it.
+func TestE2_CatalogFailureServesTheStaleCatalog(t *testing.T) {
 	m := newMisbehavingHTTP(t)
 	env := newTestGateway(t, 2*time.Second, ConnectorSpec{ID: "h", URL: m.url()})
-	if _, err := env.g.Tools(context.Background(), "h"); err != nil {
+	want, err := env.g.Tools(context.Background(), "h")
+	if err != nil {
 		t.Fatal(err)
 	}
 	c := env.g.lookup("h")
 	c.invalidateCatalog()
 	m.set("list:status=500")
-	_, err := env.g.Tools(context.Background(), "h")
-	gerr, _ := err.(*Error)
-	if gerr == nil || gerr.Code != CodeCatalogLookupFailed || !gerr.Retryable {
-		t.Fatalf("got %v", err)
+	got, err := env.g.Tools(context.Background(), "h")
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("refresh failed with 500: %d tools, %v; want the stale catalog", len(got), err)
 	}
-	c.mu.Lock()
-	kept := c.cat.entry != nil
-	c.mu.Unlock()
-	if !kept {
-		t.Fatal("failed refresh dropped the cached catalog")
+	if st := env.g.ConnectorStates()["h"]; st.Catalog.State != CatalogStale || st.State != StateFailed {
+		t.Fatalf("state %+v, want failed with a stale catalog", st)
 	}
+	c.invalidateCatalog()
 	m.set("list:status=401")
 	_, err = env.g.Tools(context.Background(), "h")
 	if gerr, _ := err.(*Error); gerr == nil || gerr.Code != CodeAuthRequired {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func TestE8_PassThroughIsCountedAndLoggedOnce(t *testing.T) {
 // small the validator's LRU: the catalog entry keeps it.
 func TestE8_InputSchemaCompiledOncePerCatalogGeneration(t *testing.T) {
 	v := validate.New(validate.Options{CacheEntries: 1})
-	entry := &catalogEntry{tools: []Tool{
+	entry := &catalogEntry{inputs: new(sync.Map), tools: []Tool{
 		{Name: "a", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)},
 		{Name: "b", InputSchema: json.RawMessage(`{"type":"object","properties":{"s":{"type":"string"}}}`)},
 	}}
@@ -119,7 +120,7 @@ func TestE8_InputSchemaCompiledOncePerCatalogGeneration(t *testing.T) {
 	if r := first.Evaluate(json.RawMessage(`{"n":"x"}`)); len(r.Findings) != 1 {
 		t.Fatalf("the kept schema still checks: %+v", r)
 	}
-	next := &catalogEntry{tools: entry.tools}
+	next := &catalogEntry{inputs: new(sync.Map), tools: entry.tools}
 	if next.inputSchema(&next.tools[0], v) == first {
 		t.Fatal("a new catalog generation keeps its own compiled schemas")
 	}

@@ -42,6 +42,8 @@ type Gateway interface {
 	Authorize(ctx context.Context, connectorID string) (gateway.Object, *gateway.Error)
 	ConnectorStates() map[string]gateway.ConnectorState
 	CallAdmission() map[string]gateway.CallAdmissionSnapshot
+	// CatalogDrift is /health's catalogDrift by connector.
+	CatalogDrift() map[string]gateway.Drift
 }
 
 // Discovery is the catalog search service (gateway/discovery) with the front
@@ -428,6 +430,7 @@ type HealthReport struct {
 	Version         string                            `json:"version"`
 	Connectors      int                               `json:"connectors"`
 	ConnectorStates map[string]gateway.ConnectorState `json:"connectorStates"`
+	CatalogDrift    map[string]gateway.Drift          `json:"catalogDrift"`
 	Store           *StoreState                       `json:"store,omitempty"`
 	Server          healthServer                      `json:"server"`
 	Executor        *healthExecutor                   `json:"executor,omitempty"`
@@ -467,6 +470,7 @@ func (s *Server) Health() HealthReport {
 		Version:         s.opts.Version,
 		Connectors:      len(states),
 		ConnectorStates: states,
+		CatalogDrift:    s.opts.Gateway.CatalogDrift(),
 		Server:          healthServer{Name: s.opts.Name, Version: s.opts.Version},
 		Admission: healthAdmission{
 			Policy:   "global-fifo",

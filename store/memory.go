@@ -14,16 +14,18 @@ type memStore struct {
 	now func() time.Time
 	m   *metrics
 
-	mu       sync.Mutex
-	results  map[string]*memResult
-	order    []string // result ids, oldest first (insertion order)
-	total    int64
-	activity []ActivityRecord // sorted oldest first: new events append at (or near) the end
-	secrets  map[SecretKey]SealedSecret
-	flows    map[string]OAuthFlow
-	audit    []AuditRecord // oldest first
-	tokens   []AccessToken
-	sessions map[string]OperatorSession
+	mu        sync.Mutex
+	results   map[string]*memResult
+	order     []string // result ids, oldest first (insertion order)
+	total     int64
+	activity  []ActivityRecord // sorted oldest first: new events append at (or near) the end
+	secrets   map[SecretKey]SealedSecret
+	flows     map[string]OAuthFlow
+	audit     []AuditRecord // oldest first
+	tokens    []AccessToken
+	sessions  map[string]OperatorSession
+	catalogs  map[CatalogKey]StoredCatalog
+	approvals map[approvalKey]ToolApproval
 }
 
 type memResult struct {
@@ -33,12 +35,14 @@ type memResult struct {
 
 func newMemory(now func() time.Time, m *metrics) *memStore {
 	return &memStore{
-		now:      now,
-		m:        m,
-		results:  make(map[string]*memResult),
-		secrets:  make(map[SecretKey]SealedSecret),
-		flows:    make(map[string]OAuthFlow),
-		sessions: make(map[string]OperatorSession),
+		now:       now,
+		m:         m,
+		results:   make(map[string]*memResult),
+		secrets:   make(map[SecretKey]SealedSecret),
+		flows:     make(map[string]OAuthFlow),
+		sessions:  make(map[string]OperatorSession),
+		catalogs:  make(map[CatalogKey]StoredCatalog),
+		approvals: make(map[approvalKey]ToolApproval),
 	}
 }
 

@@ -33,6 +33,10 @@ const (
 	opPutSession    = "put_session"
 	opGetSession    = "get_session"
 	opDeleteSession = "delete_session"
+	opPutCatalog    = "put_catalog"
+	opGetCatalog    = "get_catalog"
+	opPutApprovals  = "put_approvals"
+	opListApprovals = "list_approvals"
 	opPing          = "ping"
 	opMigrate       = "migrate"
 )
@@ -42,6 +46,7 @@ var allOps = []string{
 	opPutSecret, opGetSecret, opDeleteSecret, opListSecrets, opReplaceSecret,
 	opPutFlow, opTakeFlow, opAppendAudit, opListAudit,
 	opPutToken, opGetToken, opListTokens, opRevokeToken, opRenameToken, opPutSession, opGetSession, opDeleteSession,
+	opPutCatalog, opGetCatalog, opPutApprovals, opListApprovals,
 	opPing, opMigrate, opTakeCall, opSweepBudgets,
 }
 

@@ -34,6 +34,7 @@ type Store interface {
 	Audit
 	Tokens
 	Sessions
+	Catalogs
 
 	// Ping checks that the backend answers (a trivial query).
 	Ping(ctx context.Context) error

@@ -138,8 +138,15 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	failures := 0
 	for _, c := range a.Gateway.Connectors() {
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+		// A live listing, not the store's copy: doctor checks reachability.
+		a.Gateway.InvalidateCatalog(c.ID)
 		tools, err := a.Gateway.Tools(cctx, c.ID)
 		cancel()
+		if st := a.Gateway.ConnectorStates()[c.ID]; err == nil && st.Catalog.State == gateway.CatalogStale {
+			failures++
+			fmt.Fprintf(stdout, "connector %s: FAILED %s: the downstream did not answer; servers serve its stored catalog (stale, %d ms old) until catalog.staleMs\n", c.ID, st.LastErrorCode, *st.Catalog.AgeMs)
+			continue
+		}
 		if err != nil {
 			failures++
 			code := ""
@@ -158,6 +165,9 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		for _, w := range catalogWarnings(a.Gateway, c.ID) {
+			fmt.Fprintf(stdout, "warning: %s\n", w) // drift warns, never fails
+		}
 		for i, cc := range cfg.Connectors {
 			if cc.ID == c.ID {
 				for _, w := range classificationWarnings(cfg, cc, i, tools) {
@@ -262,4 +272,19 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// catalogWarnings are doctor's drift and quarantine lines for a connector.
+func catalogWarnings(g *gateway.Gateway, id string) []string {
+	var out []string
+	if d, ok := g.CatalogDrift()[id]; ok && (d.UnclassifiedTools+d.UnservedTools+d.AnnotationConflicts+d.SchemaChanges) > 0 {
+		out = append(out, fmt.Sprintf("connector %s: catalog drift observed %s: unclassifiedTools=%d unservedTools=%d annotationConflicts=%d schemaChanges=%d",
+			id, d.ObservedAt.UTC().Format(time.RFC3339), d.UnclassifiedTools, d.UnservedTools, d.AnnotationConflicts, d.SchemaChanges))
+	}
+	for _, h := range g.Health() {
+		if h.ID == id && h.CatalogQuarantined > 0 {
+			out = append(out, fmt.Sprintf("connector %s: %d tools quarantined until approved (connecta catalog diff %s)", id, h.CatalogQuarantined, id))
+		}
+	}
+	return out
 }

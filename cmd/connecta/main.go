@@ -44,6 +44,8 @@ func commands() []command {
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVault(a, o, e) }},
 		{"credential", "credential set|delete CONNECTOR NAME --config FILE [--credentials-dir DIR]", "set (value on stdin) or delete a connector credential in the vault",
 			func(a []string, i io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCredential(a, i, o, e) }},
+		{"catalog", "catalog diff|approve CONNECTOR [TOOL…] --config FILE [--credentials-dir DIR]", "show a connector's unapproved tool changes, or approve them",
+			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCatalog(a, o, e) }},
 		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE [--credentials-dir DIR]", "issue, list, rename or revoke operator-issued access tokens",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdToken(a, o, e) }},
 		{"init", "init [DIR]", "write a starter deployment into a new directory (default " + defaultInitDir + ")",

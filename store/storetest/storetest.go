@@ -42,6 +42,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("AuditNewestFirst", func(t *testing.T) { audit(t, b) })
 	t.Run("TokensByDigestAndRevoked", func(t *testing.T) { tokens(t, b) })
 	t.Run("SessionsExpire", func(t *testing.T) { sessions(t, b) })
+	t.Run("CatalogCompareAndSwap", func(t *testing.T) { catalogs(t, b) })
+	t.Run("CatalogApprovalsOverwriteOrKeep", func(t *testing.T) { approvals(t, b) })
+	t.Run("CatalogTenThousandTools", func(t *testing.T) { bigCatalog(t, b) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { concurrent(t, b) })
 }
 
@@ -474,5 +477,122 @@ func sessions(t *testing.T, b Backend) {
 	}
 	if _, err := s.GetSession(c, "s1", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted: %v", err)
+	}
+}
+
+func catalogs(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	k := store.CatalogKey{Connector: "tracker"}
+	if _, err := s.GetCatalog(c, k); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("empty: %v, want ErrNotFound", err)
+	}
+	at := time.UnixMilli(1_700_000_000_123)
+	v1 := store.StoredCatalog{CatalogKey: k, Tools: []byte(`[{"name":"a"}]`), Fingerprint: "f1", FetchedAt: at, Drift: []byte(`{}`)}
+	if ok, err := s.PutCatalog(c, v1, "stale"); ok || err != nil {
+		t.Fatalf("put over a missing row with prev set: %v %v, want not written", ok, err)
+	}
+	if ok, err := s.PutCatalog(c, v1, ""); !ok || err != nil {
+		t.Fatalf("first put: %v %v", ok, err)
+	}
+	if ok, err := s.PutCatalog(c, v1, ""); ok || err != nil {
+		t.Fatalf("second first put: %v %v, want not written (another replica won)", ok, err)
+	}
+	v2 := v1
+	v2.Tools, v2.Fingerprint, v2.FetchedAt = []byte(`[{"name":"b"}]`), "f2", at.Add(time.Minute)
+	if ok, err := s.PutCatalog(c, v2, "f0"); ok || err != nil {
+		t.Fatalf("put with the wrong prev: %v %v", ok, err)
+	}
+	if ok, err := s.PutCatalog(c, v2, "f1"); !ok || err != nil {
+		t.Fatalf("swap: %v %v", ok, err)
+	}
+	got, err := s.GetCatalog(c, k)
+	if err != nil || got.Fingerprint != "f2" || string(got.Tools) != `[{"name":"b"}]` || !got.FetchedAt.Equal(v2.FetchedAt) || string(got.Drift) != `{}` {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	// Another actor's catalog of the same connector is another row.
+	if _, err := s.GetCatalog(c, store.CatalogKey{Connector: "tracker", Actor: "alice"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("per-actor key: %v, want ErrNotFound", err)
+	}
+	if tw := twinOf(t, b, s); tw != nil {
+		if got, err := tw.GetCatalog(c, k); err != nil || got.Fingerprint != "f2" {
+			t.Fatalf("twin: %+v %v", got, err)
+		}
+	}
+}
+
+func twinOf(t *testing.T, b Backend, s store.Store) store.Store {
+	if b.Twin == nil {
+		return nil
+	}
+	return b.Twin(t, s)
+}
+
+func approvals(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	k := store.CatalogKey{Connector: "tracker"}
+	at := time.UnixMilli(1_700_000_000_000)
+	first := []store.ToolApproval{
+		{CatalogKey: k, Tool: "b", Fingerprint: "fb1", Definition: []byte(`{"name":"b"}`), ApprovedAt: at, ApprovedBy: "connecta"},
+		{CatalogKey: k, Tool: "a", Fingerprint: "fa1", Definition: []byte(`{"name":"a"}`), ApprovedAt: at, ApprovedBy: "connecta"},
+	}
+	if err := s.PutApprovals(c, first, false); err != nil {
+		t.Fatal(err)
+	}
+	// Without overwrite an existing approval stays; with it, it is replaced.
+	if err := s.PutApprovals(c, []store.ToolApproval{{CatalogKey: k, Tool: "a", Fingerprint: "fa2", ApprovedBy: "x"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutApprovals(c, []store.ToolApproval{{CatalogKey: k, Tool: "b", Fingerprint: "fb2", Definition: []byte(`{"name":"b","description":"x"}`), ApprovedAt: at.Add(time.Second), ApprovedBy: "alice"}}, true); err != nil {
+		t.Fatal(err)
+	}
+	view := s
+	if tw := twinOf(t, b, s); tw != nil {
+		view = tw
+	}
+	got, err := view.ListApprovals(c, k)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("list: %+v %v", got, err)
+	}
+	if got[0].Tool != "a" || got[0].Fingerprint != "fa1" || got[0].ApprovedBy != "connecta" || !got[0].ApprovedAt.Equal(at) {
+		t.Fatalf("kept approval: %+v", got[0])
+	}
+	if got[1].Tool != "b" || got[1].Fingerprint != "fb2" || got[1].ApprovedBy != "alice" || string(got[1].Definition) != `{"name":"b","description":"x"}` {
+		t.Fatalf("replaced approval: %+v", got[1])
+	}
+	if other, err := view.ListApprovals(c, store.CatalogKey{Connector: "other"}); err != nil || len(other) != 0 {
+		t.Fatalf("other connector: %+v %v", other, err)
+	}
+}
+
+// bigCatalog: a 10,000-tool catalog (about 2 MB of definitions) and its
+// approvals round-trip.
+func bigCatalog(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	k := store.CatalogKey{Connector: "big"}
+	var tools bytes.Buffer
+	as := make([]store.ToolApproval, 0, 10_000)
+	tools.WriteByte('[')
+	for i := range 10_000 {
+		if i > 0 {
+			tools.WriteByte(',')
+		}
+		def := fmt.Sprintf(`{"name":"tool_%05d","description":"%s","inputSchema":{"type":"object"}}`, i, strings.Repeat("d", 150))
+		tools.WriteString(def)
+		as = append(as, store.ToolApproval{CatalogKey: k, Tool: fmt.Sprintf("tool_%05d", i), Fingerprint: fmt.Sprint(i), Definition: []byte(def)})
+	}
+	tools.WriteByte(']')
+	if ok, err := s.PutCatalog(c, store.StoredCatalog{CatalogKey: k, Tools: tools.Bytes(), Fingerprint: "big", FetchedAt: time.Now()}, ""); !ok || err != nil {
+		t.Fatalf("put: %v %v", ok, err)
+	}
+	if err := s.PutApprovals(c, as, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetCatalog(c, k)
+	if err != nil || !bytes.Equal(got.Tools, tools.Bytes()) {
+		t.Fatalf("get: %d bytes, %v", len(got.Tools), err)
+	}
+	list, err := s.ListApprovals(c, k)
+	if err != nil || len(list) != 10_000 || list[9_999].Tool != "tool_09999" {
+		t.Fatalf("approvals: %d, %v", len(list), err)
 	}
 }

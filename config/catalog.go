@@ -1,0 +1,133 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Catalog configures connectors' catalogs: how long a listing is fresh, how
+// long a stale one may still be served when its downstream is out of reach,
+// and tool pinning (docs/DECISIONS.md "Catalogs").
+type Catalog struct {
+	TTL   time.Duration // catalog.ttlMs: a listing is fresh this long
+	Stale time.Duration // catalog.staleMs: served after a failed refresh until this old
+	// Pin is catalog.pin, the default of every connector's catalog.pin.
+	Pin string
+	// ApproveFirst: the first catalog a connector ever serves under
+	// quarantine is approved automatically.
+	ApproveFirst bool
+}
+
+// Pinning modes of catalog.pin.
+const (
+	PinOff        = "off"        // reports nothing
+	PinWarn       = "warn"       // reports and audits drift, hides nothing
+	PinQuarantine = "quarantine" // hides new or changed tools until approved
+)
+
+// PinModes lists catalog.pin's values.
+var PinModes = []string{PinOff, PinWarn, PinQuarantine}
+
+// Catalog defaults.
+const (
+	DefaultCatalogTTL   = 300000 * time.Millisecond
+	DefaultCatalogStale = 3600000 * time.Millisecond
+	DefaultCatalogPin   = PinWarn
+)
+
+func defaultCatalog() Catalog {
+	return Catalog{TTL: DefaultCatalogTTL, Stale: DefaultCatalogStale, Pin: DefaultCatalogPin, ApproveFirst: true}
+}
+
+// CatalogPin is a connector's effective pinning mode: its own catalog.pin,
+// else the top-level one.
+func (c *Config) CatalogPin(cc *Connector) string {
+	if cc != nil && cc.CatalogPin != "" {
+		return cc.CatalogPin
+	}
+	return c.Catalog.Pin
+}
+
+// Quarantined reports whether any connector runs under pin: quarantine.
+func (c *Config) Quarantined() bool {
+	for i := range c.Connectors {
+		if c.CatalogPin(&c.Connectors[i]) == PinQuarantine {
+			return true
+		}
+	}
+	return false
+}
+
+// catalog decodes the top-level `catalog` section.
+func (d *decoder) catalog(n *yaml.Node, c *Config) {
+	x := &c.Catalog
+	d.section(n, "catalog", []numField{
+		{"ttlMs", 0, maxTTLMs, msInto(&x.TTL)},
+		{"staleMs", 0, maxTTLMs, msInto(&x.Stale)},
+	}, []string{"pin", "approveFirst"}, func(fs map[string]entry) {
+		if e, ok := fs["pin"]; ok {
+			if p, ok := d.pin(e.val, "catalog.pin"); ok {
+				x.Pin = p
+			}
+		}
+		if e, ok := fs["approveFirst"]; ok {
+			if v, ok := d.boolean(e.val, "catalog.approveFirst"); ok {
+				x.ApproveFirst = v
+			}
+		}
+		if x.Stale < x.TTL {
+			n := n
+			if e, ok := fs["staleMs"]; ok {
+				n = e.val
+			}
+			d.fail(n, "catalog.staleMs", "%d is below catalog.ttlMs (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), x.TTL.Milliseconds())
+		}
+	})
+}
+
+// connectorCatalog decodes a connector's `catalog: {pin}` override.
+func (d *decoder) connectorCatalog(n *yaml.Node, path string, c *Connector) {
+	fs, ok := d.fields(n, path+".catalog", "pin")
+	if !ok {
+		return
+	}
+	if e, ok := fs["pin"]; ok {
+		if p, ok := d.pin(e.val, path+".catalog.pin"); ok {
+			c.CatalogPin = p
+			c.catalogPinLine = e.val.Line
+		}
+	}
+}
+
+func (d *decoder) pin(n *yaml.Node, field string) (string, bool) {
+	s, ok := d.str(n, field)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(PinModes, s) {
+		d.fail(n, field, "%q is not one of %s", clip(s), strings.Join(PinModes, ", "))
+		return "", false
+	}
+	return s, true
+}
+
+// checkQuarantineStore refuses quarantine on memory: — a restart would
+// forget every approval and approve the next catalog as a first one.
+func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node) {
+	if c.Store.URL.Reveal() != "memory:" {
+		return
+	}
+	const why = "quarantine needs a durable store (store.url sqlite:PATH or postgres://…): on memory: a restart would forget every approval"
+	if c.Catalog.Pin == PinQuarantine && catalogNode != nil {
+		d.fail(catalogNode, "catalog.pin", "%s", why)
+	}
+	for i := range c.Connectors {
+		if cc := &c.Connectors[i]; cc.CatalogPin == PinQuarantine {
+			d.fail(&yaml.Node{Line: cc.catalogPinLine, Column: 1}, fmt.Sprintf("connectors[%d].catalog.pin", i), "%s", why)
+		}
+	}
+}
