@@ -17,6 +17,9 @@ type metrics struct {
 	callSecs  *prometheus.HistogramVec
 	refreshes *prometheus.CounterVec
 	refreshS  *prometheus.HistogramVec
+	// denied: connecta_access_denied_total{connector}, calls a caller's
+	// view hid (access rules).
+	deniedC *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator *validate.Validator) (*metrics, error) {
@@ -55,8 +58,12 @@ func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator
 			Help:    "Duration of catalog (tools/list) refreshes.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
 		}, []string{"connector"}),
+		deniedC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_access_denied_total",
+			Help: "Calls refused because the caller's access rules hide the connector or tool (answered as unknown), by connector.",
+		}, []string{"connector"}),
 	}
-	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS}, extra...) {
+	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS, m.deniedC}, extra...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -84,7 +91,15 @@ func (m *metrics) zero(connectors []string) {
 		}
 		m.refreshes.WithLabelValues(id, "success")
 		m.refreshes.WithLabelValues(id, "failure")
+		m.deniedC.WithLabelValues(id)
 	}
+}
+
+func (m *metrics) denied(connector string) {
+	if m == nil {
+		return
+	}
+	m.deniedC.WithLabelValues(connector).Inc()
 }
 
 func (m *metrics) call(connector, outcome string, d time.Duration) {

@@ -44,7 +44,7 @@ func commands() []command {
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVault(a, o, e) }},
 		{"credential", "credential set|delete CONNECTOR NAME --config FILE", "set (value on stdin) or delete a connector credential in the vault",
 			func(a []string, i io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCredential(a, i, o, e) }},
-		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE", "issue, list, rename or revoke operator-issued access tokens",
+		{"token", "token create NAME [--connectors ID,ID…] | list | rename ID NAME | revoke ID --config FILE", "issue, list, rename or revoke operator-issued access tokens",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdToken(a, o, e) }},
 		{"version", "version", "print the version",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdVersion(a, o, e) }},

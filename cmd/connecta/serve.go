@@ -63,6 +63,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 // let in-flight requests finish within the grace period, close the executor
 // (programs still running end executor_closed), close connectors.
 func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	if o.stdio && cfg.Access != nil {
+		// One client on stdio: nothing to tell apart (docs/DECISIONS.md "Access rules").
+		return &config.Error{File: cfg.File, Line: cfg.Access.Line, Field: "access",
+			Message: "is refused with --stdio: a stdio server has one caller, so there is nothing to tell apart"}
+	}
 	applyRuntime(cfg.Runtime, os.LookupEnv, o.log)
 	// Bind first: a taken address fails before any child is spawned.
 	var ln net.Listener
