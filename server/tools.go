@@ -214,8 +214,17 @@ func (s *Server) perCallerToolsList(next mcp.MethodHandler) mcp.MethodHandler {
 		if info == nil || !info.accessOn || !ok {
 			return res, err
 		}
+		mine := s.toolsFor(s.settingsNow(), info.view)
 		out := *lr
-		out.Tools = s.toolsFor(s.settingsNow(), info.view)
+		out.Tools = make([]*mcp.Tool, len(lr.Tools))
+		for i, t := range lr.Tools { // the SDK's order, the caller's definitions
+			out.Tools[i] = t
+			for _, m := range mine {
+				if m.Name == t.Name {
+					out.Tools[i] = m
+				}
+			}
+		}
 		return &out, nil
 	}
 }

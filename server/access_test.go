@@ -1,0 +1,330 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/server"
+)
+
+// Access rules (docs/DECISIONS.md "Access rules"): what a caller cannot reach
+// does not exist for it. Each door's answer to a caller is compared byte for
+// byte with the answer of a reference server configured without what the
+// caller cannot reach (and without access rules), through the real go-sdk
+// client and real programs.
+
+const (
+	tokLaptop = "laptop-token-0123456789abcdef0123"
+	tokCI     = "ci-token-0123456789abcdef01234567"
+	tokOps    = "ops-token-0123456789abcdef0123456"
+)
+
+// accessServer is connecta from a YAML configuration (app.New, as serve
+// builds it) over real HTTP, with the executor on the shared pool.
+type accessServer struct {
+	url string
+	app *app.App
+	reg *prometheus.Registry
+}
+
+func newAccessServer(t *testing.T, yaml string) *accessServer {
+	t.Helper()
+	env := map[string]string{"LAPTOP": tokLaptop, "CI": tokCI, "OPS": tokOps}
+	cfg, err := config.Parse("access.yaml", []byte(yaml), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatalf("configuration: %v\n%s", err, yaml)
+	}
+	s := &accessServer{reg: prometheus.NewRegistry()}
+	a, err := app.New(context.Background(), app.Options{Config: cfg, Version: "test", Registry: s.reg, Executor: true, Pool: sharedPool(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	s.app = a
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := a.Server.HTTPServer(ln.Addr().String())
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	s.url = "http://" + ln.Addr().String()
+	return s
+}
+
+func (s *accessServer) connect(t *testing.T, token string) *mcp.ClientSession {
+	t.Helper()
+	h := &harness{url: s.url}
+	return h.connect(t, token)
+}
+
+func (s *accessServer) get(t *testing.T, path, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.url+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const accessAuth = `listen: 127.0.0.1:0
+auth:
+  tokens:
+    - {name: laptop, token: "${env:LAPTOP}"}
+    - {name: ci, token: "${env:CI}"}
+    - {name: ops, token: "${env:OPS}", operator: true}
+accessTokens: {maxActive: 10}
+`
+
+func demoConnector(id, title string, guide bool) string {
+	s := fmt.Sprintf("  - id: %s\n    title: %s\n    builtin: demo\n", id, title)
+	if guide {
+		s += fmt.Sprintf("    guide: \"# %s guide\\n\\nUse search_issues first.\"\n", title)
+	}
+	return s
+}
+
+// The configuration under test: three connectors (each with a write tool),
+// laptop on tracker and docs, ci on payments' list/get tools,
+// ops everywhere with writes, issued tokens on tracker and payments.
+var accessFull = accessAuth + "connectors:\n" + demoConnector("tracker", "Tracker", false) +
+	demoConnector("docs", "Docs", false) + demoConnector("payments", "Payments", true) + `access:
+  - callers: {tokens: [laptop]}
+    connectors: [tracker, docs]
+    writes: true
+  - callers: {tokens: [ci]}
+    connectors: [payments]
+    tools: ["payments.list_*", "payments.get_*"]
+  - callers: {tokens: [ops]}
+    connectors: ["*"]
+    writes: true
+  - callers: {issuedTokens: true}
+    connectors: [tracker, payments]
+    writes: true
+`
+
+// laptop's reference: a server with only tracker and docs and no rules.
+var accessLaptopRef = accessAuth + "connectors:\n" + demoConnector("tracker", "Tracker", false) + demoConnector("docs", "Docs", false)
+
+// callText is the exact text of a tool call's answer.
+func callText(t *testing.T, cs *mcp.ClientSession, tool, args string) string {
+	t.Helper()
+	res := call(t, cs, tool, args)
+	b, err := json.Marshal(res.Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	return fmt.Sprintf("isError=%v content=%s structured=%s", res.IsError, b, sc)
+}
+
+func toolsListed(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res.Tools)
+	return string(b)
+}
+
+// Every door a hidden connector could show through answers laptop exactly
+// as a server without it answers.
+func TestAccess_HiddenConnectorAnswersAsOneNotConfigured(t *testing.T) {
+	full, ref := newAccessServer(t, accessFull), newAccessServer(t, accessLaptopRef)
+	got, want := full.connect(t, tokLaptop), ref.connect(t, tokLaptop)
+
+	if g, w := toolsListed(t, got), toolsListed(t, want); g != w {
+		t.Errorf("tools/list differs from the server without payments:\n got %s\nwant %s", g, w)
+	}
+	if !strings.Contains(toolsListed(t, got), "Connectors: tracker (Tracker), docs (Docs).") {
+		t.Errorf("execute_code's inventory is not laptop's: %s", toolsListed(t, got))
+	}
+	doors := []struct{ tool, args string }{
+		{server.ToolSearchTools, `{}`},
+		{server.ToolSearchTools, `{"query":"comment issues","limit":100}`},
+		{server.ToolSearchTools, `{"connector":"payments"}`},
+		{server.ToolSearchTools, `{"query":"payments"}`},
+		{server.ToolSearchTools, `{"safety":"approvalRequired"}`},
+		{server.ToolCallTool, `{"address":"payments.list_projects"}`},
+		{server.ToolCallTool, `{"address":"tracker.list_projects","resultMode":"value"}`},
+		{server.ToolCallDestructiveTool, `{"address":"payments.add_comment","args":{"id":"x"}}`},
+		{server.ToolAuthorizeConnector, `{"connector":"payments"}`},
+		{server.ToolSkills, `{}`},
+		{server.ToolSkills, `{"name":"connector:payments"}`},
+		{server.ToolSkills, `{"name":"payments"}`},
+		{server.ToolExecuteCode, `{"code":"async () => { const s = await connecta.search({ query: \"list\", limit: 100 }); let c; try { await connecta.call(\"payments.list_projects\", {}); } catch (e) { c = { code: e.code, message: e.message, details: e.details }; } const d = await connecta.describe({ addresses: [\"payments.list_projects\", \"tracker.list_projects\"] }); const p = await connecta.search({ connector: \"payments\" }); return { s, c, d, p }; }"}`},
+	}
+	for _, d := range doors {
+		g, w := callText(t, got, d.tool, d.args), callText(t, want, d.tool, d.args)
+		if d.tool == server.ToolExecuteCode {
+			g, w = stripTimings(g), stripTimings(w)
+		}
+		if g != w {
+			t.Errorf("%s(%s) differs from the server without payments:\n got %s\nwant %s", d.tool, d.args, g, w)
+		}
+	}
+}
+
+var timings = regexp.MustCompile(`([a-zA-Z]+Ms)(\\?)":\d+`)
+
+func stripTimings(s string) string { return timings.ReplaceAllString(s, `$1$2":0`) }
+
+// A tool hidden by a glob, or a write without writes: true, answers as a
+// tool the connector does not have.
+func TestAccess_HiddenToolAnswersAsUnknownTool(t *testing.T) {
+	full := newAccessServer(t, accessFull)
+	ci, laptop := full.connect(t, tokCI), full.connect(t, tokLaptop)
+	same := func(cs *mcp.ClientSession, tool, hidden, missing string) {
+		t.Helper()
+		h := stripTimings(callText(t, cs, tool, `{"address":"`+hidden+`","args":{}}`))
+		m := stripTimings(callText(t, cs, tool, `{"address":"`+missing+`","args":{}}`))
+		if h != strings.ReplaceAll(m, "zz", "") {
+			t.Errorf("%s %s is not answered as an unknown tool:\n hidden  %s\n missing %s", tool, hidden, h, m)
+		}
+		if !strings.Contains(h, "unknown_tool") {
+			t.Errorf("%s %s: %s", tool, hidden, h)
+		}
+	}
+	same(ci, server.ToolCallTool, "payments.search_issues", "payments.zzsearch_issues")
+	same(ci, server.ToolCallDestructiveTool, "payments.add_comment", "payments.zzadd_comment")
+	same(ci, server.ToolCallTool, "payments.add_comment", "payments.zzadd_comment")
+	if r := callText(t, laptop, server.ToolCallDestructiveTool, `{"address":"tracker.add_comment","args":{}}`); strings.Contains(r, "unknown_tool") {
+		t.Errorf("laptop's rule says writes: true, yet: %s", r)
+	}
+	if r := callText(t, ci, server.ToolCallTool, `{"address":"payments.list_projects","resultMode":"value"}`); strings.Contains(r, "isError=true") {
+		t.Errorf("ci's own tool refused: %s", r)
+	}
+	page := callText(t, ci, server.ToolSearchTools, `{"limit":100}`)
+	for _, name := range []string{`\"payments.search_issues\"`, "add_comment", "tracker.", "docs."} {
+		if strings.Contains(page, name) {
+			t.Errorf("ci's search shows %s: %s", name, page)
+		}
+	}
+	if !strings.Contains(page, `\"total\":5`) {
+		t.Errorf("ci's total is not its 5 list/get tools: %s", page)
+	}
+	// ops reaches the write through the rule that says writes: true.
+	ops := full.connect(t, tokOps)
+	if r := callText(t, ops, server.ToolCallDestructiveTool, `{"address":"payments.add_comment","args":{"issueId":"PAY-1","body":"ok"}}`); strings.Contains(r, "unknown_tool") {
+		t.Errorf("ops refused: %s", r)
+	}
+}
+
+// Denials are recorded for operators (outcome denied, the metric) and shown
+// to the caller as the unknown-address event; a caller sees only its own
+// events; /health and /metrics are operator surfaces.
+func TestAccess_DenialsActivityHealthMetrics(t *testing.T) {
+	full := newAccessServer(t, accessFull)
+	if _, m := full.get(t, "/metrics", tokOps); !strings.Contains(m, `connecta_access_denied_total{connector="payments"} 0`) {
+		t.Fatalf("the denial counter does not exist at zero")
+	}
+	laptop, ci := full.connect(t, tokLaptop), full.connect(t, tokCI)
+	callText(t, laptop, server.ToolCallTool, `{"address":"payments.list_projects"}`)
+	callText(t, ci, server.ToolCallTool, `{"address":"payments.list_projects"}`)
+
+	_, mine := full.get(t, "/activity", tokLaptop)
+	if strings.Contains(mine, `"actor":"ci"`) || !strings.Contains(mine, `"actor":"laptop"`) {
+		t.Errorf("laptop's /activity is not its own: %s", mine)
+	}
+	if strings.Contains(mine, "denied") || !strings.Contains(mine, `"outcome":"error"`) || !strings.Contains(mine, `"errorCode":"unknown_address"`) {
+		t.Errorf("laptop's view of its denial is not the unknown-address event: %s", mine)
+	}
+	if _, other := full.get(t, "/activity?actor=ci", tokLaptop); strings.Contains(other, `"actor":"ci"`) {
+		t.Errorf("laptop read ci's events: %s", other)
+	}
+	_, all := full.get(t, "/activity?outcome=denied", tokOps)
+	if !strings.Contains(all, `"actor":"laptop"`) || !strings.Contains(all, `"outcome":"denied"`) {
+		t.Errorf("operators do not see the denial: %s", all)
+	}
+	if _, m := full.get(t, "/metrics", tokOps); !strings.Contains(m, `connecta_access_denied_total{connector="payments"} 1`) {
+		t.Errorf("the denial was not counted")
+	}
+	if code, _ := full.get(t, "/metrics", tokLaptop); code != http.StatusUnauthorized {
+		t.Errorf("/metrics for a non-operator: %d", code)
+	}
+	if code, _ := full.get(t, "/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without credentials: %d", code)
+	}
+	for _, tok := range []string{"", tokLaptop, "junk"} {
+		if code, h := full.get(t, "/health", tok); code != http.StatusOK || h != "{\"status\":\"ok\",\"version\":\"test\"}\n" {
+			t.Errorf("/health for %q: %d %s", tok, code, h)
+		}
+	}
+	if _, h := full.get(t, "/health", tokOps); !strings.Contains(h, "connectorStates") {
+		t.Errorf("/health for an operator is not the full report: %s", h)
+	}
+}
+
+// An issued token narrowed at creation reaches the intersection of its
+// list and the rules (and its list is stored with the token).
+func TestAccess_NarrowedIssuedToken(t *testing.T) {
+	full := newAccessServer(t, accessFull)
+	m := full.app.AccessTokens()
+	secret, tok, err := m.CreateNarrowed(context.Background(), "agent", "test", []string{"payments", "docs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Get(context.Background(), tok.ID); !slices.Equal(got.Connectors, []string{"payments", "docs"}) {
+		t.Fatalf("narrowing not stored: %+v", got)
+	}
+	wide, _, err := m.Create(context.Background(), "wide", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, all := full.connect(t, secret), full.connect(t, wide)
+	page := callText(t, narrow, server.ToolSearchTools, `{"limit":100}`)
+	if !strings.Contains(page, "payments.") || strings.Contains(page, "tracker.") || strings.Contains(page, "docs.") {
+		t.Errorf("narrowed token's search (payments ∩ {tracker,payments}): %s", page)
+	}
+	if r := callText(t, narrow, server.ToolCallTool, `{"address":"tracker.list_projects"}`); !strings.Contains(r, "unknown_address") {
+		t.Errorf("narrowed token reached tracker: %s", r)
+	}
+	if r := callText(t, all, server.ToolCallTool, `{"address":"tracker.list_projects"}`); strings.Contains(r, "isError=true") {
+		t.Errorf("a token without narrowing lost tracker: %s", r)
+	}
+	if l := toolsListed(t, narrow); !strings.Contains(l, "Connectors: payments (Payments).") {
+		t.Errorf("narrowed inventory: %s", l)
+	}
+}
+
+// get_result ids belong to the caller whose call stashed them: another
+// caller gets exactly the unknown-id answer.
+func TestAccess_GetResultIsTheCallersOwn(t *testing.T) {
+	h := newHarness(t, harnessOptions{tokens: []server.Token{{Name: "laptop", Value: tokLaptop}, {Name: "ci", Value: tokCI}}, maxInlineBytes: 1024})
+	owner, other := h.connect(t, tokLaptop), h.connect(t, tokCI)
+	res := call(t, owner, server.ToolCallTool, `{"address":"down.big","args":{"bytes":5000}}`)
+	raw, _ := json.Marshal(res.Content)
+	id := regexp.MustCompile(`resultId\\?":\\?"([0-9a-f-]+)`).FindStringSubmatch(string(raw))
+	if id == nil {
+		t.Fatalf("no resultId: %s", raw)
+	}
+	if r := call(t, owner, server.ToolGetResult, `{"id":"`+id[1]+`"}`); r.IsError {
+		t.Fatalf("owner's page: %s", textOf(t, r))
+	}
+	theirs := textOf(t, call(t, other, server.ToolGetResult, `{"id":"`+id[1]+`"}`))
+	fake := "00000000-0000-4000-8000-000000000000"
+	never := textOf(t, call(t, other, server.ToolGetResult, `{"id":"`+fake+`"}`))
+	if strings.ReplaceAll(theirs, id[1], fake) != never {
+		t.Errorf("another caller's page is not the unknown-id answer:\n got %s\nwant %s", theirs, never)
+	}
+}
