@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -40,13 +41,19 @@ type accessServer struct {
 	reg *prometheus.Registry
 }
 
-func newAccessServer(t *testing.T, yaml string) *accessServer {
+func accessConfig(t *testing.T, yaml string) *config.Config {
 	t.Helper()
 	env := map[string]string{"LAPTOP": tokLaptop, "CI": tokCI, "OPS": tokOps}
 	cfg, err := config.Parse("access.yaml", []byte(yaml), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatalf("configuration: %v\n%s", err, yaml)
 	}
+	return cfg
+}
+
+func newAccessServer(t *testing.T, yaml string) *accessServer {
+	t.Helper()
+	cfg := accessConfig(t, yaml)
 	s := &accessServer{reg: prometheus.NewRegistry()}
 	a, err := app.New(context.Background(), app.Options{Config: cfg, Version: "test", Registry: s.reg, Executor: true, Pool: sharedPool(t)})
 	if err != nil {
@@ -326,5 +333,41 @@ func TestAccess_GetResultIsTheCallersOwn(t *testing.T) {
 	never := textOf(t, call(t, other, server.ToolGetResult, `{"id":"`+fake+`"}`))
 	if strings.ReplaceAll(theirs, id[1], fake) != never {
 		t.Errorf("another caller's page is not the unknown-id answer:\n got %s\nwant %s", theirs, never)
+	}
+}
+
+// SIGHUP's reload replaces the rules atomically: the next request runs
+// under the new ones, while a program already running keeps the rules it
+// started with.
+func TestAccess_ReloadNextRequestNewRulesRunningProgramOld(t *testing.T) {
+	down := newDownstream(t)
+	conf := func(connectors string) string {
+		return accessAuth + "connectors:\n" + demoConnector("tracker", "Tracker", false) +
+			"  - id: down\n    url: \"" + down.url + "/mcp\"\n" +
+			"access:\n  - callers: {tokens: [laptop]}\n    connectors: [" + connectors + "]\n"
+	}
+	s := newAccessServer(t, conf("tracker, down"))
+	laptop := s.connect(t, tokLaptop)
+	program := make(chan string, 1)
+	go func() {
+		res, err := laptop.CallTool(context.Background(), &mcp.CallToolParams{Name: server.ToolExecuteCode, Arguments: map[string]any{
+			"code": `async () => { await connecta.call("down.sleep", { ms: 3000 }); return await connecta.call("down.echo", { after: "reload" }); }`}})
+		if err != nil {
+			program <- err.Error()
+			return
+		}
+		b, _ := json.Marshal(res.Content)
+		program <- string(b)
+	}()
+	<-down.sleepStarted
+	s.app.Reload(accessConfig(t, conf("tracker")), slog.New(slog.DiscardHandler))
+	if r := callText(t, laptop, server.ToolCallTool, `{"address":"down.echo","args":{}}`); !strings.Contains(r, "unknown_address") {
+		t.Errorf("the next request still reaches the removed connector: %s", r)
+	}
+	if l := toolsListed(t, laptop); !strings.Contains(l, "Connectors: tracker (Tracker).") {
+		t.Errorf("tools/list still lists the removed connector: %s", l)
+	}
+	if got := <-program; !strings.Contains(got, `after`) || strings.Contains(got, "unknown_address") {
+		t.Errorf("the running program lost its start rules: %s", got)
 	}
 }
