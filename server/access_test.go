@@ -19,6 +19,7 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/test/pgtest"
 )
 
 // Access rules (docs/DECISIONS.md "Access rules"): what a caller cannot reach
@@ -369,5 +370,26 @@ func TestAccess_ReloadNextRequestNewRulesRunningProgramOld(t *testing.T) {
 	}
 	if got := <-program; !strings.Contains(got, `after`) || strings.Contains(got, "unknown_address") {
 		t.Errorf("the running program lost its start rules: %s", got)
+	}
+}
+
+// Two replicas on one PostgreSQL agree on an issued token's narrowing: it
+// is created through one and enforced by the other.
+func TestAccess_ReplicasOnOnePostgresAgreeOnNarrowing(t *testing.T) {
+	db := pgtest.Start(t).Database(t)
+	conf := strings.Replace(accessFull, "accessTokens: {maxActive: 10}\n", "accessTokens: {maxActive: 10}\nstore: {url: \""+db+"\"}\n", 1)
+	a, b := newAccessServer(t, conf), newAccessServer(t, conf)
+	secret, _, err := a.app.AccessTokens().CreateNarrowed(context.Background(), "agent", "test", []string{"tracker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*accessServer{"creating replica": a, "other replica": b} {
+		cs := s.connect(t, secret)
+		if r := callText(t, cs, server.ToolCallTool, `{"address":"payments.list_projects"}`); !strings.Contains(r, "unknown_address") {
+			t.Errorf("%s: the narrowed token reached payments: %s", name, r)
+		}
+		if r := callText(t, cs, server.ToolCallTool, `{"address":"tracker.list_projects"}`); strings.Contains(r, "isError=true") {
+			t.Errorf("%s: the narrowed token lost tracker: %s", name, r)
+		}
 	}
 }
