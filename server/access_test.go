@@ -8,10 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +23,7 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/server"
+	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
 )
 
@@ -54,7 +59,17 @@ func accessConfig(t *testing.T, yaml string) *config.Config {
 
 func newAccessServer(t *testing.T, yaml string) *accessServer {
 	t.Helper()
-	cfg := accessConfig(t, yaml)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveAccess(t, ln, yaml)
+}
+
+// serveAccess serves yaml on ln ("{url}" in yaml is ln's URL: publicUrl).
+func serveAccess(t *testing.T, ln net.Listener, yaml string) *accessServer {
+	t.Helper()
+	cfg := accessConfig(t, strings.ReplaceAll(yaml, "{url}", "http://"+ln.Addr().String()))
 	s := &accessServer{reg: prometheus.NewRegistry()}
 	a, err := app.New(context.Background(), app.Options{Config: cfg, Version: "test", Registry: s.reg, Executor: true, Pool: sharedPool(t)})
 	if err != nil {
@@ -62,10 +77,6 @@ func newAccessServer(t *testing.T, yaml string) *accessServer {
 	}
 	t.Cleanup(a.Close)
 	s.app = a
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	hs := a.Server.HTTPServer(ln.Addr().String())
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
@@ -390,6 +401,95 @@ func TestAccess_ReplicasOnOnePostgresAgreeOnNarrowing(t *testing.T) {
 		}
 		if r := callText(t, cs, server.ToolCallTool, `{"address":"tracker.list_projects"}`); strings.Contains(r, "isError=true") {
 			t.Errorf("%s: the narrowed token lost tracker: %s", name, r)
+		}
+	}
+}
+
+// tsAccess runs the TypeScript client's access scenario: tools/list and
+// each call, as exact texts.
+func tsAccess(t *testing.T, url, token string, calls [][2]any) map[string]any {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if _, statErr := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil || statErr != nil {
+		msg := "the TypeScript MCP client is not installed (run make tsclient; needs node and npm)"
+		if os.Getenv("CONNECTA_REQUIRE_TSCLIENT") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	spec, _ := json.Marshal(calls)
+	cmd := exec.CommandContext(ctx, node, "client.mjs", "access", url+"/mcp")
+	cmd.Dir = tsClientDir
+	cmd.Env = append(os.Environ(), "CONNECTA_TS_TOKEN="+token, "CONNECTA_TS_CALLS="+string(spec))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client.mjs access: %v\n%s", err, stderr.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("client.mjs access printed %q: %v", out, err)
+	}
+	return m
+}
+
+// OIDC users of the real oidc-provider with different groups claims,
+// through the official TypeScript client: each sees at every door exactly
+// what a server configured with only its connectors shows.
+func TestAccess_OIDCGroupsThroughTheTypeScriptClient(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Options{Accounts: map[string]oidctest.Account{
+		"fin": {Email: "fin@example.com", EmailVerified: true, Groups: []string{"finance"}},
+		"eng": {Email: "eng@example.com", EmailVerified: true, Groups: []string{"eng", "staff"}},
+	}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := serveAccess(t, ln, "publicUrl: \"{url}\"\n"+strings.Replace(accessFull, "accessTokens:",
+		"  oidc: {issuer: \""+p.Issuer+"\", callers: {any: true}}\naccessTokens:", 1)+`  - callers: {oidc: {claim: {name: groups, value: finance}}}
+    connectors: [payments]
+    writes: true
+  - callers: {oidc: {claim: {name: groups, value: eng}}}
+    connectors: [tracker, docs]
+    writes: true
+`)
+	_ = full
+	resource := "http://" + ln.Addr().String() + "/mcp"
+	calls := [][2]any{
+		{server.ToolSearchTools, map[string]any{"limit": 100}},
+		{server.ToolSearchTools, map[string]any{"query": "comment"}},
+		{server.ToolCallTool, map[string]any{"address": "payments.list_projects"}},
+		{server.ToolCallTool, map[string]any{"address": "tracker.list_projects"}},
+		{server.ToolCallDestructiveTool, map[string]any{"address": "docs.add_comment", "args": map[string]any{}}},
+		{server.ToolAuthorizeConnector, map[string]any{"connector": "tracker"}},
+		{server.ToolAuthorizeConnector, map[string]any{"connector": "payments"}},
+		{server.ToolSkills, map[string]any{}},
+		{server.ToolSkills, map[string]any{"name": "connector:payments"}},
+		{server.ToolExecuteCode, map[string]any{"code": `async () => { const s = await connecta.search({ limit: 100 }); const d = await connecta.describe({ addresses: ["payments.get_issue", "docs.get_issue"] }); let e; try { await connecta.call("docs.list_labels", {}); } catch (x) { e = x.code; } return { s: s.tools.map((t) => t.address), total: s.total, d, e }; }`}},
+	}
+	for _, tc := range []struct{ account, ref string }{
+		{"fin", accessAuth + "connectors:\n" + demoConnector("payments", "Payments", true)},
+		{"eng", accessAuth + "connectors:\n" + demoConnector("tracker", "Tracker", false) + demoConnector("docs", "Docs", false)},
+	} {
+		token, err := p.AccessToken(context.Background(), resource, tc.account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := newAccessServer(t, tc.ref)
+		got, want := tsAccess(t, "http://"+ln.Addr().String(), token, calls), tsAccess(t, ref.url, tokLaptop, calls)
+		if len(want) != len(calls)+1 || len(got) != len(want) {
+			t.Fatalf("%s: the client answered %d and %d doors, want %d", tc.account, len(got), len(want), len(calls)+1)
+		}
+		if s := fmt.Sprint(got[server.ToolSearchTools+` {"limit":100}`]); !strings.Contains(s, `total\":`) {
+			t.Fatalf("%s: no search page: %s", tc.account, s)
+		}
+		for k, w := range want {
+			if g := got[k]; stripTimings(fmt.Sprint(g)) != stripTimings(fmt.Sprint(w)) {
+				t.Errorf("%s: %s differs from the server with only its connectors:\n got %v\nwant %v", tc.account, k, g, w)
+			}
 		}
 	}
 }
