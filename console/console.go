@@ -121,6 +121,7 @@ func New(o Options) (*Console, error) {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
+		"join": strings.Join,
 	}).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
@@ -143,6 +144,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET "+Prefix+"/tokens", c.page(c.serveTokens))
 	mux.Handle("GET "+Prefix+"/activity", c.page(c.serveActivity))
 	mux.Handle("GET "+Prefix+"/audit", c.page(c.serveAudit))
+	mux.Handle("GET "+Prefix+"/access", c.page(c.serveAccess))
 
 	mux.Handle("POST "+Prefix+"/connections/{id}/authorize", c.mutation(c.serveAuthorize))
 	mux.Handle("POST "+Prefix+"/connections/{id}/revoke", c.mutation(c.serveRevokeGrant))
