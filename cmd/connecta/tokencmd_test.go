@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `connecta token create NAME --connectors a,b` narrows the token, stored
+// with it and shown by `token list`; an unknown or repeated id, an empty
+// list, or the flag on another verb is refused before anything is written.
+func TestTokenCreate_ConnectorsNarrowsAndListShowsIt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	yaml := "store: {url: \"sqlite:" + filepath.Join(dir, "state.db") + "\"}\naccessTokens: {}\nconnectors:\n  - {id: tracker, builtin: demo}\n  - {id: docs, builtin: demo}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"token", "create", "x", "--connectors", "tracker,nope", "--config", path},
+		{"token", "create", "x", "--connectors", "tracker,tracker", "--config", path},
+		{"token", "create", "x", "--connectors", ",", "--config", path},
+		{"token", "list", "--connectors", "tracker", "--config", path},
+	} {
+		if code, _, errs := runCLI(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errs)
+		}
+	}
+	if code, out, errs := runCLI("token", "create", "agent", "--connectors=docs, tracker", "--config", path); code != 0 || !strings.Contains(out, "created") {
+		t.Fatalf("create: %d %s %s", code, out, errs)
+	}
+	if code, _, errs := runCLI("token", "create", "wide", "--config", path); code != 0 {
+		t.Fatalf("create without narrowing: %d %s", code, errs)
+	}
+	code, out, errs := runCLI("token", "list", "--config", path)
+	if code != 0 || !strings.Contains(out, "CONNECTORS") || !strings.Contains(out, "docs,tracker") || !strings.Contains(out, "all (access rules)") {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+}
+
+// access on a --stdio server refuses to boot: one caller, nothing to tell
+// apart (file:line: field).
+func TestServeStdio_AccessRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	t.Setenv("CONNECTA_TEST_ACCESS_TOKEN", "access-token-0123456789abcdef")
+	yaml := "auth:\n  tokens: [{name: ci, token: \"${env:CONNECTA_TEST_ACCESS_TOKEN}\"}]\nconnectors:\n  - {id: tracker, builtin: demo}\naccess:\n  - callers: {tokens: [ci]}\n    connectors: [tracker]\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI("serve", "--stdio", "--config", path)
+	if code == 0 || !strings.Contains(errs, path+":5: access: is refused with --stdio") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
