@@ -47,7 +47,7 @@ type accessServer struct {
 	reg *prometheus.Registry
 }
 
-func accessConfig(t *testing.T, yaml string) *config.Config {
+func accessConfig(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	env := map[string]string{"LAPTOP": tokLaptop, "CI": tokCI, "OPS": tokOps}
 	cfg, err := config.Parse("access.yaml", []byte(yaml), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
@@ -57,7 +57,9 @@ func accessConfig(t *testing.T, yaml string) *config.Config {
 	return cfg
 }
 
-func newAccessServer(t *testing.T, yaml string) *accessServer {
+func newAccessServer(t *testing.T, yaml string) *accessServer { return newAccessServerB(t, yaml) }
+
+func newAccessServerB(t testing.TB, yaml string) *accessServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,7 +69,7 @@ func newAccessServer(t *testing.T, yaml string) *accessServer {
 }
 
 // serveAccess serves yaml on ln ("{url}" in yaml is ln's URL: publicUrl).
-func serveAccess(t *testing.T, ln net.Listener, yaml string) *accessServer {
+func serveAccess(t testing.TB, ln net.Listener, yaml string) *accessServer {
 	t.Helper()
 	cfg := accessConfig(t, strings.ReplaceAll(yaml, "{url}", "http://"+ln.Addr().String()))
 	s := &accessServer{reg: prometheus.NewRegistry()}
@@ -85,6 +87,10 @@ func serveAccess(t *testing.T, ln net.Listener, yaml string) *accessServer {
 }
 
 func (s *accessServer) connect(t *testing.T, token string) *mcp.ClientSession {
+	return s.connectB(t, token)
+}
+
+func (s *accessServer) connectB(t testing.TB, token string) *mcp.ClientSession {
 	t.Helper()
 	h := &harness{url: s.url}
 	return h.connect(t, token)
