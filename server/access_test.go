@@ -200,10 +200,7 @@ func TestAccess_HiddenConnectorAnswersAsOneNotConfigured(t *testing.T) {
 		{server.ToolExecuteCode, `{"code":"async () => { const s = await connecta.search({ query: \"list\", limit: 100 }); let c; try { await connecta.call(\"payments.list_projects\", {}); } catch (e) { c = { code: e.code, message: e.message, details: e.details }; } const d = await connecta.describe({ addresses: [\"payments.list_projects\", \"tracker.list_projects\"] }); const p = await connecta.search({ connector: \"payments\" }); return { s, c, d, p }; }"}`},
 	}
 	for _, d := range doors {
-		g, w := callText(t, got, d.tool, d.args), callText(t, want, d.tool, d.args)
-		if d.tool == server.ToolExecuteCode {
-			g, w = stripTimings(g), stripTimings(w)
-		}
+		g, w := stripTimings(callText(t, got, d.tool, d.args)), stripTimings(callText(t, want, d.tool, d.args))
 		if g != w {
 			t.Errorf("%s(%s) differs from the server without payments:\n got %s\nwant %s", d.tool, d.args, g, w)
 		}
