@@ -365,7 +365,7 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 	// A cancellation naming this request (actor, JSON-RPC id) does what a
 	// client disconnect does: it cancels ctx.
 	if info.rpcID != "" {
-		defer s.inflight.Register(info.actor, info.rpcID, cancel)()
+		defer s.inflight.Register(info.who.Key(), info.rpcID, cancel)()
 	}
 	var meta map[string]any
 	if req != nil && req.Params != nil {
