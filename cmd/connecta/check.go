@@ -94,6 +94,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	defer a.Close()
 
 	failures := 0
+	listings := map[string][]gateway.Tool{} // the catalogs that loaded, for the access globs
 	for _, c := range a.Gateway.Connectors() {
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 		tools, err := a.Gateway.Tools(cctx, c.ID)
@@ -115,6 +116,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
+		listings[c.ID] = tools
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
 		for i, cc := range cfg.Connectors {
 			if cc.ID == c.ID {
@@ -123,6 +125,10 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 		}
+	}
+
+	for _, w := range accessGlobWarnings(cfg, listings) {
+		fmt.Fprintf(stdout, "warning: %s\n", w.String())
 	}
 
 	sctx, cancelStore := context.WithTimeout(ctx, doctorTimeout)
