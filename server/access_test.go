@@ -496,3 +496,41 @@ func TestAccess_OIDCGroupsThroughTheTypeScriptClient(t *testing.T) {
 		}
 	}
 }
+
+// A tool hidden by a glob takes the catalog path of an unknown tool: with
+// the downstream down both fail the same way (no failure mode tells them
+// apart), and a hidden connector fails before any catalog work.
+func TestAccess_HiddenToolSameCatalogFailureWhenDown(t *testing.T) {
+	down := newDownstream(t)
+	s := newAccessServer(t, accessAuth+"connectors:\n  - id: down\n    url: \""+down.url+"/mcp\"\n"+demoConnector("tracker", "Tracker", false)+
+		"access:\n  - callers: {tokens: [laptop]}\n    connectors: [down]\n    tools: [\"down.echo\"]\n")
+	laptop := s.connect(t, tokLaptop)
+	down.mode.Store("500")
+	hidden := stripTimings(callText(t, laptop, server.ToolCallTool, `{"address":"down.list_items","args":{}}`))
+	unknown := stripTimings(callText(t, laptop, server.ToolCallTool, `{"address":"down.zzlist_items","args":{}}`))
+	if !strings.Contains(hidden, "isError=true") || strings.Contains(hidden, "unknown_tool") || hidden != strings.ReplaceAll(unknown, "zz", "") {
+		t.Errorf("with the downstream down, hidden and unknown tools differ:\n hidden  %s\n unknown %s", hidden, unknown)
+	}
+	if r := callText(t, laptop, server.ToolCallTool, `{"address":"tracker.list_projects","args":{}}`); !strings.Contains(r, "unknown_address") {
+		t.Errorf("a hidden connector: %s", r)
+	}
+}
+
+// With access rules tools/list is per caller: private to it, and short-lived
+// so a reloaded rule shows within a minute.
+func TestAccess_ToolsListIsPrivateAndShortLived(t *testing.T) {
+	s := newAccessServer(t, accessFull)
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/mcp", strings.NewReader(toolsListBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tokLaptop)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"ttlMs":30000`) || !strings.Contains(string(body), `"cacheScope":"private"`) || !strings.Contains(string(body), `Connectors: tracker (Tracker), docs (Docs).`) {
+		t.Errorf("tools/list: %s", body)
+	}
+}
