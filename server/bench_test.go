@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/server"
 )
 
 // thousandTools is an in-process downstream with 1,000 read-only tools with
@@ -54,6 +55,41 @@ func BenchmarkSearchTools_1000Tools(b *testing.B) {
 			b.Fatalf("search: %v", err)
 		}
 	}
+}
+
+// BenchmarkSearchTools_1000Tools_Access is the 1,000-tool search, same run,
+// without access rules and with a "*" rule without writes (every row is
+// read-only, so both pages are equal; the rules' filter runs on every
+// search), reporting the overhead.
+func BenchmarkSearchTools_1000Tools_Access(b *testing.B) {
+	tokens := []server.Token{{Name: "laptop", Value: tokLaptop}}
+	extra := []gateway.ConnectorSpec{{ID: "catalog", Title: "Catalog", InProcess: thousandTools}}
+	plain := newHarness(b, harnessOptions{tokens: tokens, extra: extra})
+	ruled := newHarness(b, harnessOptions{tokens: tokens, extra: extra, access: "access:\n  - callers: {tokens: [laptop]}\n    connectors: [\"*\"]\n"})
+	cp, cr := plain.connect(b, tokLaptop), ruled.connect(b, tokLaptop)
+	args := json.RawMessage(`{"query":"list open issues by state","connector":"catalog","includeSchemas":"compact","limit":20}`)
+	run := func(cs *mcp.ClientSession) (time.Duration, string) {
+		t0 := time.Now()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("search: %v", err)
+		}
+		return time.Since(t0), textOf(b, res)
+	}
+	if _, p := run(cp); func() bool { _, r := run(cr); return r != p }() {
+		b.Fatal("the pages differ")
+	}
+	var tp, tr time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a, _ := run(cp)
+		c, _ := run(cr)
+		tp, tr = tp+a, tr+c
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tp.Microseconds())/float64(b.N), "plain-us/op")
+	b.ReportMetric(float64(tr.Microseconds())/float64(b.N), "rules-us/op")
+	b.ReportMetric(100*(float64(tr)/float64(tp)-1), "overhead-%")
 }
 
 // BenchmarkCallTool_Overhead measures call_tool through connecta against

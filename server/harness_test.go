@@ -224,6 +224,7 @@ type harnessOptions struct {
 	extra          []gateway.ConnectorSpec
 	code           bool // execute_code on the shared pool
 	publicURL      string
+	access         string // an `access:` section, appended as written
 }
 
 // harness is connecta over real HTTP on a loopback port, with real gateway,
@@ -274,6 +275,7 @@ func harnessConfig(t testing.TB, o harnessOptions, downURL string) *config.Confi
 	}
 	fmt.Fprintf(&y, "connectors:\n  - id: down\n    title: Downstream\n    description: Test downstream\n    guide: %q\n    url: %q\n",
 		"# Downstream guide\n\nUse echo for echoes.", downURL+"/mcp")
+	y.WriteString(o.access)
 	cfg, err := config.Parse("harness.yaml", []byte(y.String()), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatalf("harness configuration: %v\n%s", err, y.String())

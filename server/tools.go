@@ -141,9 +141,11 @@ func anyGuide(connectors []gateway.ConnectorInfo) bool {
 	return false
 }
 
-// guided are the tools whose description gains guideSentence when a
+// guided reports the tools whose description gains guideSentence when a
 // connector the caller sees has a guide.
-var guided = map[string]bool{ToolSearchTools: true, ToolCallDestructiveTool: true, ToolSkills: true}
+func guided(name string) bool {
+	return name == ToolSearchTools || name == ToolCallDestructiveTool || name == ToolSkills
+}
 
 // codeToolFor is execute_code's definition for a caller's connectors
 // (*contract.Service implements it).
@@ -175,7 +177,7 @@ func (s *Server) toolsFor(set *settings, view *gateway.View) []*mcp.Tool {
 			if c, ok := set.code.(codeToolFor); ok {
 				t = *c.ToolFor(visible)
 			}
-		case guided[t.Name]:
+		case guided(t.Name):
 			t.Description = strings.TrimSuffix(t.Description, guideSentence)
 			if withGuides {
 				t.Description += guideSentence
