@@ -202,7 +202,7 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log,
-		reload: hup, source: reloadSource{path: *configPath, listen: *listen}}); err != nil {
+		reload: hup, source: reloadSource{path: *configPath, listen: *listen, stdio: *stdio}}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 0
 		}

@@ -12,6 +12,7 @@ import (
 type reloadSource struct {
 	path   string // "" = the embedded default
 	listen string // --listen, re-applied so it never reads as a change
+	stdio  bool   // --stdio: access rules are refused (one caller)
 }
 
 // reload applies SIGHUP: re-read and validate the file; an invalid one
@@ -24,6 +25,9 @@ func reload(a *app.App, src reloadSource, log *slog.Logger) {
 	next, err := loadConfig(src.path, "")
 	if err == nil && src.listen != "" {
 		err = next.SetListen(src.listen)
+	}
+	if err == nil && src.stdio {
+		err = stdioAccessRefusal(next)
 	}
 	if err != nil {
 		log.Error("configuration reload refused; the running configuration stays", "reason", refusalText(err))

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,5 +71,35 @@ func TestDoctor_AccessGlobMatchingNoTool(t *testing.T) {
 	_, out, errs := runCLI("doctor", "--config", path)
 	if !strings.Contains(out, `access[0].tools[1]: "tracker.lst_*" matches no tool`) || strings.Contains(out, "access[0].tools[0]") {
 		t.Fatalf("doctor:\n%s\n%s", out, errs)
+	}
+}
+
+// A SIGHUP that adds access rules to a --stdio server is refused, and the
+// running configuration stays.
+func TestServeStdio_ReloadAddingAccessRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	t.Setenv("CONNECTA_TEST_ACCESS_TOKEN", "access-token-0123456789abcdef")
+	base := "auth:\n  tokens: [{name: ci, token: \"${env:CONNECTA_TEST_ACCESS_TOKEN}\"}]\nconnectors:\n  - {id: tracker, builtin: demo}\n"
+	if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	a, err := build(context.Background(), cfg, log, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := os.WriteFile(path, []byte(base+"access:\n  - callers: {tokens: [ci]}\n    connectors: [tracker]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(a, reloadSource{path: path, stdio: true}, log)
+	if !strings.Contains(logs.String(), "configuration reload refused") || !strings.Contains(logs.String(), "is refused with --stdio") {
+		t.Fatalf("logs:\n%s", logs.String())
 	}
 }
