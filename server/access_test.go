@@ -205,6 +205,27 @@ func TestAccess_HiddenConnectorAnswersAsOneNotConfigured(t *testing.T) {
 			t.Errorf("%s(%s) differs from the server without payments:\n got %s\nwant %s", d.tool, d.args, g, w)
 		}
 	}
+	if g, w := activityAsSeen(t, full, tokLaptop), activityAsSeen(t, ref, tokLaptop); g != w || !strings.Contains(g, "payments.list_projects") {
+		t.Errorf("laptop's /activity differs from the server without payments:\n got %s\nwant %s", g, w)
+	}
+}
+
+// activityAsSeen is the caller's /activity without what differs run to
+// run (ids, times, durations).
+func activityAsSeen(t *testing.T, s *accessServer, token string) string {
+	t.Helper()
+	_, body := s.get(t, "/activity?limit=100", token)
+	var page struct{ Events []map[string]any }
+	if err := json.Unmarshal([]byte(body), &page); err != nil {
+		t.Fatalf("/activity: %v: %s", err, body)
+	}
+	for _, e := range page.Events {
+		for _, k := range []string{"id", "occurredAt", "requestId", "durationMs"} {
+			delete(e, k)
+		}
+	}
+	b, _ := json.Marshal(page.Events)
+	return string(b)
 }
 
 var timings = regexp.MustCompile(`([a-zA-Z]+Ms)(\\?)":\d+`)
