@@ -20,11 +20,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -33,7 +35,7 @@ const (
 	SecretPrefix     = "cta_"
 	secretBytes      = 32
 	MaxNameRunes     = 80
-	ActorPrefix      = "token:" // the activity actor of an issued token is "token:<id>"
+	ActorPrefix      = actor.IssuedPrefix // the activity actor of an issued token is "token:<id>"
 	DefaultMaxActive = 100
 )
 
@@ -61,13 +63,19 @@ type Token struct {
 	CreatedBy string    `json:"createdBy"`
 	RevokedAt time.Time `json:"revokedAt,omitzero"`
 	RevokedBy string    `json:"revokedBy,omitempty"`
+	// Connectors narrows the token at creation: it reaches only these
+	// connectors, intersected with the access rules. nil = not narrowed.
+	Connectors []string `json:"connectors,omitempty"`
 }
 
 // Revoked reports whether the token was revoked.
 func (t Token) Revoked() bool { return !t.RevokedAt.IsZero() }
 
 // Actor is the activity actor of a caller using this token.
-func (t Token) Actor() string { return ActorPrefix + t.ID }
+func (t Token) Actor() string { return t.Who().String() }
+
+// Who is the typed actor of a caller using this token.
+func (t Token) Who() actor.ID { return actor.IssuedToken(t.ID) }
 
 // Options configure a Manager. Store is required.
 type Options struct {
@@ -115,9 +123,32 @@ func (m *Manager) MaxActive() int { return m.maxActive }
 // the store's list; two replicas creating at the same instant may together
 // exceed it by one each.
 func (m *Manager) Create(ctx context.Context, name, by string) (secret string, t Token, err error) {
+	return m.CreateNarrowed(ctx, name, by, nil)
+}
+
+// ErrInvalidConnectors: a narrowing list is empty or repeats an id.
+var ErrInvalidConnectors = errors.New("a token's connector list must name at least one connector, each once")
+
+// CreateNarrowed is Create for a token that reaches only connectors
+// (intersected with the access rules); nil is Create. The caller checks the
+// ids against the configuration; the list is stored with the token.
+func (m *Manager) CreateNarrowed(ctx context.Context, name, by string, connectors []string) (secret string, t Token, err error) {
 	name, err = NormalizeName(name)
 	if err != nil {
 		return "", Token{}, err
+	}
+	if connectors != nil {
+		seen := map[string]bool{}
+		for _, id := range connectors {
+			if id == "" || seen[id] {
+				return "", Token{}, ErrInvalidConnectors
+			}
+			seen[id] = true
+		}
+		if len(connectors) == 0 {
+			return "", Token{}, ErrInvalidConnectors
+		}
+		connectors = slices.Clone(connectors)
 	}
 	all, err := m.st.ListTokens(ctx)
 	if err != nil {
@@ -137,12 +168,16 @@ func (m *Manager) Create(ctx context.Context, name, by string) (secret string, t
 		return "", Token{}, err
 	}
 	secret = SecretPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	rec := store.AccessToken{ID: newID(), Digest: Digest(secret), Name: name, CreatedBy: by, CreatedAt: m.now().UTC().Truncate(time.Millisecond)}
+	rec := store.AccessToken{ID: newID(), Digest: Digest(secret), Name: name, CreatedBy: by, CreatedAt: m.now().UTC().Truncate(time.Millisecond), Connectors: connectors}
 	if err := m.st.PutToken(ctx, rec); err != nil {
 		return "", Token{}, fmt.Errorf("store access token: %w", err)
 	}
 	t = fromRecord(rec)
-	m.audit(ctx, by, "token.create", t.ID, fmt.Sprintf("name %q", name))
+	detail := fmt.Sprintf("name %q", name)
+	if connectors != nil {
+		detail += fmt.Sprintf(", connectors %s", strings.Join(connectors, ","))
+	}
+	m.audit(ctx, by, "token.create", t.ID, detail)
 	return secret, t, nil
 }
 
@@ -294,7 +329,7 @@ func (m *Manager) audit(ctx context.Context, by, action, id, detail string) {
 }
 
 func fromRecord(r store.AccessToken) Token {
-	return Token{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, RevokedAt: r.RevokedAt, RevokedBy: r.RevokedBy}
+	return Token{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, RevokedAt: r.RevokedAt, RevokedBy: r.RevokedBy, Connectors: r.Connectors}
 }
 
 // newID is a random UUID (version 4): the token's immutable id.

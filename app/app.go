@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/connecta-dev/connecta/access"
 	"io"
 	"log/slog"
 	"os"
@@ -219,6 +220,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		StoreState:           a.state.health,
 		Inflight:             a.state.inflight(),
 		Tokens:               serverTokens(cfg),
+		Access:               access.New(cfg.Access),
 		Inbound:              a.inbound,
 		PublicURL:            cfg.PublicURL,
 		OAuth:                oauthFlows(flows),

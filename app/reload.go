@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/connecta-dev/connecta/access"
 	"log/slog"
 	"reflect"
 
@@ -62,7 +63,7 @@ func (a *App) Reload(next *config.Config, log *slog.Logger) {
 	}
 	if err := a.Server.Reload(server.Reloadable{
 		Tokens: serverTokens(next), Inbound: in, Requests: requestLimits(next),
-		HostCallTimeout: next.Execute.HostCallTimeout, Code: code,
+		HostCallTimeout: next.Execute.HostCallTimeout, Code: code, Access: access.New(next.Access),
 	}); err != nil {
 		// Tokens were validated by config.Load; this is a programming error.
 		log.Error("configuration reload: server settings refused", "reason", err.Error())
@@ -73,6 +74,7 @@ func (a *App) Reload(next *config.Config, log *slog.Logger) {
 	// What runs now: the reloaded sections, the rest as started.
 	running := *a.cfg
 	running.Auth, running.Requests, running.Execute, running.Connectors = next.Auth, next.Requests, next.Execute, next.Connectors
+	running.Access = next.Access
 	a.cfg = &running
 	a.live.Store(a.cfg)
 	log.Info("configuration reloaded", "tokens", len(next.Auth.Tokens), "connectors", len(next.Connectors),

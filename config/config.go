@@ -18,6 +18,8 @@ import (
 // Config is a loaded, validated configuration. Durations come from the
 // `…Ms` keys (milliseconds in the file), sizes are bytes.
 type Config struct {
+	// Access is `access` (config/access.go); nil when absent.
+	Access *Access
 	// File is the name the configuration was loaded from (used in messages).
 	File string
 

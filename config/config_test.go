@@ -27,6 +27,12 @@ var testSecrets = map[string]string{
 	"TRACKER_KEY":         "tracker-key-9876543210",
 	"EMPTY":               "",
 	"VAULT_KEY":           "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", // 32 bytes of 1
+	"CONNECTA_TOKEN_B":    "env-token-b-0123456789abcdef",
+	"CONNECTA_TOKEN_C":    "env-token-c-0123456789abcdef",
+	"CONNECTA_TOKEN_D":    "env-token-d-0123456789abcdef",
+	"CONNECTA_TOKEN_E":    "env-token-e-0123456789abcdef",
+	"CONNECTA_TOKEN_F":    "env-token-f-0123456789abcdef",
+	"CONNECTA_TOKEN_G":    "env-token-g-0123456789abcdef",
 }
 
 func testResolver() Resolver {

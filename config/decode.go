@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/connecta-dev/connecta/actor"
 )
 
 //go:embed default.yaml
@@ -418,7 +420,7 @@ const (
 	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens"}
+var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens", "access"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -582,6 +584,11 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 	}
 	d.checkQuarantineStore(c, catalogNode)
+	if e, ok := fs["access"]; ok {
+		d.access(e.val, c)
+		c.Access.Line = e.key.Line
+		d.checkAccess(c)
+	}
 	if listenNode != nil && !tokensGiven && oidcNode == nil && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
 		d.fail(listenNode, "listen", "%q is not a loopback address and no inbound auth is configured (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(c.Listen))
 	}
@@ -627,7 +634,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 		d.fail(e.val, "auth.tokens", "expected a list, got %s", kindName(e.val))
 		return false, oidcNode
 	}
-	seen := map[string]string{}
+	seen, names := map[string]string{}, map[string]string{}
 	for i, item := range e.val.Content {
 		path := fmt.Sprintf("auth.tokens[%d]", i)
 		tf, ok := d.fields(item, path, "name", "token", "operator")
@@ -645,13 +652,14 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 		if ne, ok := tf["name"]; !ok {
 			d.fail(item, path+".name", "is required (the actor recorded in activity)")
 		} else if s, ok := d.str(ne.val, path+".name"); ok {
-			s = strings.TrimSpace(s)
-			switch {
-			case s == "":
-				d.fail(ne.val, path+".name", "must not be empty")
-			case len(s) > 64 || hasControl(s):
-				d.fail(ne.val, path+".name", "must be at most 64 bytes without control characters")
-			default:
+			// The name is the actor (docs/DECISIONS.md "Actors"): a shape
+			// that can never read as another actor, and one token per name.
+			if err := actor.ValidStaticName(s); err != nil {
+				d.fail(ne.val, path+".name", "%s, got %q", err, clip(s))
+			} else if first, dup := names[s]; dup {
+				d.fail(ne.val, path+".name", "%q is already the name of %s; names must be unique (each is one actor)", s, first)
+			} else {
+				names[s] = path
 				t.Name = s
 			}
 		}

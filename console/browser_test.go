@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -404,6 +405,14 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	b.readable()
 	mustContain(t, "audit", b.html(), "session.signin", "token.create", "credential.set", "token.revoke", "oauth.flow_started", "oauth.granted", "oidc:alice", "catalog.approve", "tool get_item")
 	b.screenshot("audit")
+
+	// The Access page: without rules every caller reaches everything; the
+	// form and the answer are labelled and readable.
+	b.open("/operator/access?kind=oidc&claims=" + url.QueryEscape(`{"sub":"x","groups":["finance"]}`))
+	mustContain(t, "access", b.html(), "No access rules are configured", "oidc:x reaches", `scope="row">tracker<`)
+	b.labelled()
+	b.readable()
+	b.screenshot("access")
 
 	// Sign out: the session ends; the console asks to sign in again.
 	b.submit(`form.signout button`)

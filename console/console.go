@@ -130,6 +130,7 @@ func New(o Options) (*Console, error) {
 			}
 			return fmt.Sprintf("%d s", *ms/1000)
 		},
+		"join": strings.Join,
 	}).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
@@ -153,6 +154,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET "+Prefix+"/activity", c.page(c.serveActivity))
 	mux.Handle("GET "+Prefix+"/overview", c.page(c.serveOverview))
 	mux.Handle("GET "+Prefix+"/audit", c.page(c.serveAudit))
+	mux.Handle("GET "+Prefix+"/access", c.page(c.serveAccess))
 
 	mux.Handle("POST "+Prefix+"/connections/{id}/authorize", c.mutation(c.serveAuthorize))
 	mux.Handle("POST "+Prefix+"/connections/{id}/revoke", c.mutation(c.serveRevokeGrant))

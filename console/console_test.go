@@ -374,3 +374,49 @@ func TestConsole_SessionsAcrossReplicas(t *testing.T) {
 		t.Fatalf("after sign-out on the other replica: %d", status)
 	}
 }
+
+// The Access page shows the rules as configured and what a chosen caller
+// reaches now; the token form narrows an issued token and the list shows it.
+func TestConsole_AccessPageAndNarrowedTokens(t *testing.T) {
+	h := startHarnessWith(t, `access:
+  - callers: {oidc: {claim: {name: groups, value: finance}}}
+    connectors: [keyed]
+    tools: ["keyed.list_*"]
+  - callers: {issuedTokens: true}
+    connectors: [tracker, keyed]
+    writes: true
+`)
+	ctx := context.Background()
+	op, _, _ := h.signIn(ctx, "alice")
+	status, page := op.get("/operator/access")
+	mustContain(t, "access page", page, "OIDC claim groups = finance", "keyed.list_*", "every issued token", "tracker, keyed")
+	if status != http.StatusOK {
+		t.Fatalf("access page: %d", status)
+	}
+	_, page = op.get("/operator/access?" + url.Values{"kind": {"oidc"}, "claims": {`{"sub":"fin-1","groups":["finance"]}`}}.Encode())
+	mustContain(t, "a finance identity", page, "oidc:fin-1 reaches", `scope="row">keyed<`)
+	if strings.Contains(page, `scope="row">tracker<`) {
+		t.Errorf("a finance identity is shown reaching tracker: %s", page)
+	}
+	_, page = op.get("/operator/access?" + url.Values{"kind": {"oidc"}, "claims": {`{"sub":"eng-1","groups":["eng"]}`}}.Encode())
+	mustContain(t, "an identity no rule names", page, "Nothing: no rule gives this caller a connector.")
+
+	csrf := op.csrf()
+	if status, page := op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {"agent"}, "connectors": {"tracker, nope"}}, ""); status != http.StatusBadRequest || !strings.Contains(page, "Nothing was changed") {
+		t.Fatalf("an unknown connector in the narrowing: %d %s", status, page)
+	}
+	if status, _ := op.post("/operator/tokens", url.Values{"csrf": {csrf}, "name": {"agent"}, "connectors": {"tracker"}}, ""); status != http.StatusOK {
+		t.Fatalf("issue a narrowed token: %d", status)
+	}
+	list, err := h.app.AccessTokens().List(ctx)
+	if err != nil || len(list) != 1 || strings.Join(list[0].Connectors, ",") != "tracker" {
+		t.Fatalf("stored narrowing: %+v, %v", list, err)
+	}
+	_, page = op.get("/operator/tokens")
+	mustContain(t, "tokens list", page, "<td>tracker</td>")
+	_, page = op.get("/operator/access?" + url.Values{"kind": {"issued"}, "name": {list[0].ID}}.Encode())
+	mustContain(t, "the narrowed token", page, "token:"+list[0].ID+" reaches", `scope="row">tracker<`)
+	if strings.Contains(page, `scope="row">keyed<`) {
+		t.Errorf("the narrowed token is shown reaching keyed: %s", page)
+	}
+}

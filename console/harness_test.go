@@ -55,7 +55,10 @@ type harness struct {
 	logs   *syncBuffer // everything connecta logged, at debug level
 }
 
-func startHarness(t *testing.T) *harness {
+func startHarness(t *testing.T) *harness { t.Helper(); return startHarnessWith(t, "") }
+
+// startHarnessWith is startHarness with extra top-level YAML (e.g. access).
+func startHarnessWith(t *testing.T, extra string) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -102,7 +105,7 @@ connectors:
     title: Pinned
     url: %s
     catalog: {pin: quarantine}
-`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL)
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) + extra
 	h.yaml, h.env = yaml, env
 	h.logs = &syncBuffer{}
 	h.app = h.serve(t, ln)

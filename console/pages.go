@@ -2,15 +2,19 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/connecta-dev/connecta/access"
 	"github.com/connecta-dev/connecta/accesstoken"
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/activity"
@@ -352,12 +356,42 @@ func (c *Console) serveIssueToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := sessionFrom(r.Context())
-	secret, t, err := c.o.Tokens.Create(r.Context(), r.PostForm.Get("name"), s.op.Actor())
+	narrow, msg := c.narrowing(r.PostForm.Get("connectors"))
+	if msg != "" {
+		c.tokensPage(w, r, http.StatusBadRequest, "", "Refused: "+msg+". Nothing was changed.", tokensData{})
+		return
+	}
+	secret, t, err := c.o.Tokens.CreateNarrowed(r.Context(), r.PostForm.Get("name"), s.op.Actor(), narrow)
 	if err != nil {
 		c.tokenError(w, r, err)
 		return
 	}
 	c.tokensPage(w, r, http.StatusOK, "Issued "+t.Name+". Copy the secret now: it is shown only once.", "", tokensData{NewSecret: secret, NewName: t.Name})
+}
+
+// narrowing reads the issue form's connector list (comma-separated ids;
+// empty: not narrowed), refusing ids the configuration does not have.
+func (c *Console) narrowing(field string) ([]string, string) {
+	if strings.TrimSpace(field) == "" {
+		return nil, ""
+	}
+	var ids []string
+	for _, id := range strings.Split(field, ",") {
+		id = strings.TrimSpace(id)
+		switch {
+		case id == "":
+			continue
+		case c.cfg().Connector(id) == nil:
+			return nil, fmt.Sprintf("%q is not a configured connector", clipText(id))
+		case slices.Contains(ids, id):
+			return nil, fmt.Sprintf("%q is named twice", clipText(id))
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, "the connector list names no connector"
+	}
+	return ids, ""
 }
 
 func (c *Console) serveRenameToken(w http.ResponseWriter, r *http.Request) {
@@ -452,4 +486,128 @@ func urlValues(kv ...string) string {
 		}
 	}
 	return v.Encode()
+}
+
+// accessRuleRow is one configured access rule as the Access page shows it.
+type accessRuleRow struct {
+	Callers, Connectors, Tools string
+	Writes                     bool
+}
+
+// accessReach is one connector a chosen caller reaches and its tools now.
+type accessReach struct {
+	ID, Title    string
+	Tools        []string
+	CatalogError string
+}
+
+type accessData struct {
+	Configured bool
+	Rules      []accessRuleRow
+	// The chosen caller (the form), and what it reaches right now.
+	Kind, Name, Claims string
+	Chosen             bool
+	Caller             string
+	Reach              []accessReach
+}
+
+// serveAccess is the Access page: the rules as configured and, for a chosen
+// caller (a static token, an issued token, or an OIDC identity typed in with
+// its claims), the connectors and tools it reaches now — computed by the
+// same package access the server enforces with.
+func (c *Console) serveAccess(w http.ResponseWriter, r *http.Request) {
+	cfg := c.cfg()
+	d := accessData{Configured: cfg.Access != nil, Kind: bounded(r.URL.Query().Get("kind")),
+		Name: bounded(r.URL.Query().Get("name")), Claims: r.URL.Query().Get("claims")}
+	if cfg.Access != nil {
+		for _, rule := range cfg.Access.Rules {
+			d.Rules = append(d.Rules, ruleRow(rule))
+		}
+	}
+	if d.Kind != "" {
+		caller, msg := c.chosenCaller(r.Context(), d)
+		if msg != "" {
+			c.render(w, r, http.StatusBadRequest, "access", view{Title: "Access", Nav: "access", Error: msg, Data: d})
+			return
+		}
+		d.Chosen, d.Caller = true, caller.Who.String()
+		v := access.New(cfg.Access).View(caller)
+		for _, info := range v.VisibleConnectors(c.o.Gateway.Connectors()) {
+			row := accessReach{ID: info.ID, Title: info.Title}
+			tools, err := c.o.Gateway.Tools(r.Context(), info.ID)
+			var ge *gateway.Error
+			switch {
+			case errors.As(err, &ge):
+				row.CatalogError = string(ge.Code) + ": " + ge.Message
+			case err != nil:
+				row.CatalogError = err.Error()
+			}
+			for _, t := range v.VisibleTools(info.ID, tools, c.o.Gateway.ReadOnly) {
+				row.Tools = append(row.Tools, t.Address())
+			}
+			d.Reach = append(d.Reach, row)
+		}
+	}
+	c.render(w, r, http.StatusOK, "access", view{Title: "Access", Nav: "access", Data: d})
+}
+
+// chosenCaller is the Access page form's caller, or why not.
+func (c *Console) chosenCaller(ctx context.Context, d accessData) (access.Caller, string) {
+	switch d.Kind {
+	case "token":
+		for _, t := range c.cfg().Auth.Tokens {
+			if t.Name == d.Name {
+				return access.Caller{Who: actor.StaticToken(t.Name)}, ""
+			}
+		}
+		return access.Caller{}, "No auth.tokens entry has that name."
+	case "issued":
+		if c.o.Tokens == nil {
+			return access.Caller{}, "Issued access tokens are not enabled (accessTokens)."
+		}
+		t, err := c.o.Tokens.Get(ctx, strings.TrimPrefix(d.Name, accesstoken.ActorPrefix))
+		if err != nil {
+			return access.Caller{}, "No issued token has that id."
+		}
+		return access.Caller{Who: t.Who(), Connectors: t.Connectors}, ""
+	case "oidc":
+		claims := map[string]any{}
+		if len(d.Claims) > maxFormBytes || json.Unmarshal([]byte(d.Claims), &claims) != nil {
+			return access.Caller{}, `The claims must be one JSON object, e.g. {"sub":"alice","groups":["finance"]}.`
+		}
+		sub, _ := claims["sub"].(string)
+		if sub == "" {
+			sub = "(typed in)"
+		}
+		return access.Caller{Who: actor.OIDCSubject(sub), Claims: claims}, ""
+	}
+	return access.Caller{}, "Choose a kind of caller: token, issued or oidc."
+}
+
+func ruleRow(r config.AccessRule) accessRuleRow {
+	row := accessRuleRow{Writes: r.Writes, Tools: "every tool"}
+	switch {
+	case r.Tokens != nil:
+		row.Callers = "tokens: " + strings.Join(r.Tokens, ", ")
+	case r.IssuedTokens:
+		row.Callers = "every issued token"
+	case r.OIDC != nil:
+		switch {
+		case r.OIDC.Any:
+			row.Callers = "every OIDC caller"
+		case r.OIDC.Claim != nil:
+			row.Callers = fmt.Sprintf("OIDC claim %s = %s", r.OIDC.Claim.Name, r.OIDC.Claim.Value)
+		default:
+			row.Callers = "OIDC emails: " + strings.Join(r.OIDC.Emails, ", ")
+		}
+	}
+	conns := slices.Clone(r.Connectors)
+	if r.AllConnectors {
+		conns = append([]string{"*"}, conns...)
+	}
+	row.Connectors = strings.Join(conns, ", ")
+	if r.Tools != nil {
+		row.Tools = strings.Join(r.Tools, ", ")
+	}
+	return row
 }

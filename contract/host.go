@@ -27,6 +27,9 @@ type host struct {
 
 	requestID, actor string
 	hostCalls        atomic.Int64
+	// view is what the program reaches: its execute_code request's view,
+	// kept for the whole run (a reload does not change a running program).
+	view *gateway.View
 
 	notify Notifier // nil: the caller asked for nothing while it runs
 	secret string   // the run's frame secret, redacted from what streams
@@ -64,6 +67,9 @@ func (h *host) Call(ctx context.Context, provider, function string, args json.Ra
 	case opSearch, opDescribe, opCall:
 	default:
 		return nil, fmt.Errorf("Unknown function %s.%s", provider, function)
+	}
+	if h.view != nil {
+		ctx = gateway.WithView(ctx, h.view)
 	}
 	start := time.Now()
 	// L4: spent on entry, before any resolution, never refunded; the refusal

@@ -119,6 +119,15 @@ func ptr[T any](v T) *T { return &v }
 // Tool is execute_code's definition.
 func (s *Service) Tool() *mcp.Tool { return s.tool }
 
+// ToolFor is execute_code's definition for a caller whose view shows only
+// connectors: the same tool with their inventory (A2), as a server
+// configured with just them would describe it.
+func (s *Service) ToolFor(connectors []gateway.ConnectorInfo) *mcp.Tool {
+	t := *s.tool
+	t.Description = Description(s.opts.MaxHostCalls, s.opts.HostCallTimeout, connectors)
+	return &t
+}
+
 // inputSchemaFormat takes the configured code bound (%d).
 const inputSchemaFormat = `{"type":"object","properties":{"code":{"type":"string","description":"One JavaScript async arrow function, e.g. async () => { const page = await connecta.search({ query: \"issues\" }); return page.tools.map((t) => t.address); }. At most %d UTF-8 bytes."},"diagnostics":{"type":"boolean","description":"Add payload-free timing and per-operation aggregates to the response."}},"required":["code"]}`
 
@@ -208,6 +217,7 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		framer: newFramer(secret),
 		emit:   &emitCollector{maxBytes: s.opts.MaxEmittedBytes, maxBlocks: s.opts.MaxEmittedBlocks},
 		diag:   diag,
+		view:   gateway.ViewFrom(ctx),
 	}
 	if s.opts.Identity != nil {
 		h.requestID, h.actor = s.opts.Identity(ctx)

@@ -303,7 +303,7 @@ func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error)
 	defer g.release(reg)
 	c := reg.lookup(connectorID)
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
+		return nil, UnknownConnector(connectorID)
 	}
 	snap, gerr := c.catalog(ctx, connectorID)
 	if gerr != nil {
@@ -369,7 +369,7 @@ func (g *Gateway) InvalidateCatalog(connectorID string) {
 func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *Error) {
 	c := g.lookup(connectorID)
 	if c == nil {
-		return nil, Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
+		return nil, UnknownConnector(connectorID)
 	}
 	s := c.spec
 	switch {
@@ -415,6 +415,12 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 			{Key: "message", Value: fmt.Sprintf("Connector %q has no credential to configure and does not use OAuth (connectors[].oauth).", s.ID)},
 		}, nil
 	}
+}
+
+// UnknownConnector is the refusal for a connector id that names no
+// configured connector (and, byte for byte, for one the caller's view hides).
+func UnknownConnector(connectorID string) *Error {
+	return Errorf(CodeInvalidArgs, false, "Unknown connector %q", jstext.Clamp(connectorID, jstext.MaxIdentityBytes))
 }
 
 // lookup returns a configured connector, nil when unknown.

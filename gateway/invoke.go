@@ -145,10 +145,14 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	res := &CallResult{}
 	connID, toolName, split := splitAddress(req.Address)
 	var resolved *connector
+	denied := false // the view hid the connector or tool
 	finish := func(e *Error) (*CallResult, *Error) {
 		res.Duration = g.now().Sub(started)
 		if split { // V3: no interior dot records nothing
-			g.record(req, connID, toolName, res, e)
+			g.record(req, connID, toolName, res, e, denied)
+		}
+		if denied {
+			g.metrics.denied(connID)
 		}
 		if resolved != nil && res.Attempts > 0 {
 			outcome := "success"
@@ -172,8 +176,15 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	} else {
 		defer g.release(reg)
 	}
+	// A connector the caller's view hides is refused here, before any
+	// catalog work, exactly as one that is not configured (view.go).
+	view := ViewFrom(ctx)
 	c := reg.lookup(connID)
 	if c == nil {
+		return finish(UnknownAddress(req.Front, req.Address))
+	}
+	if !view.ConnectorVisible(connID) {
+		denied = true
 		return finish(UnknownAddress(req.Front, req.Address))
 	}
 	resolved = c
@@ -222,8 +233,14 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 		}
 		return finish(gerr)
 	}
+	// A tool the view hides took the same catalog path as an unknown tool
+	// and fails the same way.
 	t, ok := entry.lookup(toolName)
 	if !ok {
+		return finish(UnknownTool(req.Front, connID, toolName))
+	}
+	if !view.ToolVisible(connID, t.Address(), g.ReadOnly(t)) {
+		denied = true
 		return finish(UnknownTool(req.Front, connID, toolName))
 	}
 	res.Tool = t
@@ -311,7 +328,7 @@ func (g *Gateway) learn(t *Tool, value json.RawMessage) {
 
 // record writes the call's one activity event (V1–V3): canonical address
 // where the tool resolved, otherwise the address as written.
-func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResult, e *Error) {
+func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResult, e *Error, denied bool) {
 	if g.opts.Activity == nil {
 		return
 	}
@@ -340,6 +357,11 @@ func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResu
 		}
 		ev.ErrorCode = string(e.Code)
 		ev.Friction = activity.Friction(string(e.Code))
+		if denied {
+			// Operators see the denial; the caller's own view of this
+			// event is the unknown-address one (activity.Event.AsSeenBy).
+			ev.Outcome = activity.OutcomeDenied
+		}
 	} else if req.MaxInlineBytes > 0 && inlineBytes(req, res) > req.MaxInlineBytes {
 		ev.Friction = activity.Friction(resultTooLarge)
 	}

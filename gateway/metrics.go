@@ -18,6 +18,9 @@ type metrics struct {
 	refreshes *prometheus.CounterVec
 	refreshS  *prometheus.HistogramVec
 	queueWait *prometheus.HistogramVec
+	// denied: connecta_access_denied_total{connector}, calls a caller's
+	// view hid (access rules).
+	deniedC *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator *validate.Validator) (*metrics, error) {
@@ -70,8 +73,12 @@ func newMetrics(reg prometheus.Registerer, observer *observe.Observer, validator
 			Help:    "Time admitted downstream tools/call attempts waited in their connector's call admission queue.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 2.5, 5, 10},
 		}, []string{"connector"}),
+		deniedC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connecta_access_denied_total",
+			Help: "Calls refused because the caller's access rules hide the connector or tool (answered as unknown), by connector.",
+		}, []string{"connector"}),
 	}
-	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS, m.queueWait}, extra...) {
+	for _, c := range append([]prometheus.Collector{m.calls, m.callSecs, m.refreshes, m.refreshS, m.queueWait, m.deniedC}, extra...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -100,7 +107,15 @@ func (m *metrics) zero(connectors []string) {
 		m.refreshes.WithLabelValues(id, "success")
 		m.refreshes.WithLabelValues(id, "failure")
 		m.queueWait.WithLabelValues(id)
+		m.deniedC.WithLabelValues(id)
 	}
+}
+
+func (m *metrics) denied(connector string) {
+	if m == nil {
+		return
+	}
+	m.deniedC.WithLabelValues(connector).Inc()
 }
 
 func (m *metrics) call(connector, outcome string, d time.Duration) {

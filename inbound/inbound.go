@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/connecta-dev/connecta/accesstoken"
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -25,6 +26,10 @@ type Caller struct {
 	// Actor is the activity actor: "token:<id>" for an issued token,
 	// "oidc:<sub>" for an OIDC caller (a static token's name elsewhere).
 	Actor string
+	// Who is the typed actor (Actor is Who.String()).
+	Who actor.ID
+	// Connectors narrows an issued token (nil: not narrowed).
+	Connectors []string
 	// Operator: an OIDC caller whose claims match auth.oidc.operators.
 	// Issued tokens are never operators.
 	Operator bool
@@ -110,7 +115,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, bearer string) (Caller
 		t, err := a.tokens.Authenticate(ctx, bearer)
 		switch {
 		case err == nil:
-			return Caller{Actor: t.Actor()}, nil
+			return Caller{Actor: t.Actor(), Who: t.Who(), Connectors: t.Connectors}, nil
 		case errors.Is(err, accesstoken.ErrRevoked):
 			return Caller{}, unauthorized(ReasonRevokedToken, "The access token was revoked; ask an operator for a new one.")
 		case errors.Is(err, accesstoken.ErrUnknown):

@@ -18,6 +18,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/config"
 )
 
@@ -198,7 +199,8 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Caller, *Rejection) 
 	if !MatchRule(v.callers, all) {
 		return Caller{}, reject(http.StatusForbidden, ReasonCallerNotAllowed, "This account may not use this connecta server (auth.oidc.callers).")
 	}
-	caller := Caller{Actor: "oidc:" + c.Subject, Claims: all}
+	who := actor.OIDCSubject(c.Subject)
+	caller := Caller{Actor: who.String(), Who: who, Claims: all}
 	if v.operators != nil && MatchRule(*v.operators, all) {
 		caller.Operator = true
 	}

@@ -64,9 +64,9 @@ func parseActivityQuery(v url.Values) (activity.Query, error) {
 		*f.dst = s
 	}
 	switch q.Outcome {
-	case "", activity.OutcomeSuccess, activity.OutcomeError, activity.OutcomeTimeout, activity.OutcomeCancelled:
+	case "", activity.OutcomeSuccess, activity.OutcomeError, activity.OutcomeTimeout, activity.OutcomeCancelled, activity.OutcomeDenied:
 	default:
-		return q, errors.New("outcome must be one of success, error, timeout, cancelled")
+		return q, errors.New("outcome must be one of success, error, timeout, cancelled, denied")
 	}
 	for _, f := range []struct {
 		key string
@@ -101,8 +101,18 @@ func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "invalid_args", err.Error()+".")
 		return
 	}
+	// With access rules a caller sees its own events only, a denial as
+	// the unknown-address event it was answered with; operators see all.
+	info := infoFrom(r.Context())
+	restricted := info != nil && info.accessOn && !info.operator
+	// Another actor's events, or denials, are none of a caller's: the
+	// empty page, without a store read.
+	none := restricted && (q.Outcome == activity.OutcomeDenied || (q.Actor != "" && q.Actor != info.actor))
+	if restricted {
+		q.Actor = info.actor
+	}
 	page := activity.Page{Events: []activity.Event{}}
-	if s.opts.Activity != nil {
+	if s.opts.Activity != nil && !none {
 		page, err = s.opts.Activity.List(r.Context(), q)
 		switch {
 		case errors.Is(err, activity.ErrBadCursor):
@@ -116,6 +126,9 @@ func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(body)
 			return
 		}
+	}
+	for i := range page.Events {
+		page.Events[i] = page.Events[i].AsSeenBy(!restricted)
 	}
 	s.nameActors(r.Context(), page.Events)
 	w.Header().Set("Content-Type", "application/json")

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/connecta-dev/connecta/access"
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/inbound"
 )
 
@@ -42,7 +44,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 				return
 			}
 			if info != nil {
-				info.actor, info.operator = "local", true
+				info.setCaller(set, inbound.Caller{Who: actor.LocalUser, Operator: true})
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -59,7 +61,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 				return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, bad.Message)
 			}
 			if info != nil {
-				info.actor, info.operator = caller.Actor, caller.Operator
+				info.setCaller(set, caller)
 			}
 			return info2, nil
 		}
@@ -74,6 +76,14 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			s.refuse(w, set, rej)
 		}}, r)
 	})
+}
+
+// setCaller makes the admitted caller the request's actor and fixes its
+// view under the access rules in force (set).
+func (info *requestInfo) setCaller(set *settings, c inbound.Caller) {
+	info.who, info.actor, info.operator = c.Who, c.Who.String(), c.Operator
+	info.accessOn = set.access.Configured()
+	info.view = set.access.View(access.Caller{Who: c.Who, Claims: c.Claims, Connectors: c.Connectors})
 }
 
 // checkAuthorizationShape refuses what is not one "Bearer <token>": two
@@ -109,7 +119,7 @@ func (s *Server) verifyBearer(ctx context.Context, set *settings, token string) 
 	}
 	if match >= 0 {
 		t := set.tokens[match]
-		return inbound.Caller{Actor: t.name, Operator: t.operator}, &auth.TokenInfo{UserID: t.name}, nil
+		return inbound.Caller{Actor: t.name, Who: actor.StaticToken(t.name), Operator: t.operator}, &auth.TokenInfo{UserID: t.name}, nil
 	}
 	if set.inbound == nil {
 		return inbound.Caller{}, nil, &inbound.Rejection{Status: http.StatusUnauthorized, Reason: inbound.ReasonUnknownToken, Message: "The bearer token is not valid for this server."}

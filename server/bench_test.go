@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/server"
 )
 
 // thousandTools is an in-process downstream with 1,000 read-only tools with
@@ -53,6 +55,41 @@ func BenchmarkSearchTools_1000Tools(b *testing.B) {
 			b.Fatalf("search: %v", err)
 		}
 	}
+}
+
+// BenchmarkSearchTools_1000Tools_Access is the 1,000-tool search, same run,
+// without access rules and with a "*" rule without writes (every row is
+// read-only, so both pages are equal; the rules' filter runs on every
+// search), reporting the overhead.
+func BenchmarkSearchTools_1000Tools_Access(b *testing.B) {
+	tokens := []server.Token{{Name: "laptop", Value: tokLaptop}}
+	extra := []gateway.ConnectorSpec{{ID: "catalog", Title: "Catalog", InProcess: thousandTools}}
+	plain := newHarness(b, harnessOptions{tokens: tokens, extra: extra})
+	ruled := newHarness(b, harnessOptions{tokens: tokens, extra: extra, access: "access:\n  - callers: {tokens: [laptop]}\n    connectors: [\"*\"]\n"})
+	cp, cr := plain.connect(b, tokLaptop), ruled.connect(b, tokLaptop)
+	args := json.RawMessage(`{"query":"list open issues by state","connector":"catalog","includeSchemas":"compact","limit":20}`)
+	run := func(cs *mcp.ClientSession) (time.Duration, string) {
+		t0 := time.Now()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("search: %v", err)
+		}
+		return time.Since(t0), textOf(b, res)
+	}
+	if _, p := run(cp); func() bool { _, r := run(cr); return r != p }() {
+		b.Fatal("the pages differ")
+	}
+	var tp, tr time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a, _ := run(cp)
+		c, _ := run(cr)
+		tp, tr = tp+a, tr+c
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tp.Microseconds())/float64(b.N), "plain-us/op")
+	b.ReportMetric(float64(tr.Microseconds())/float64(b.N), "rules-us/op")
+	b.ReportMetric(100*(float64(tr)/float64(tp)-1), "overhead-%")
 }
 
 // BenchmarkCallTool_Overhead measures call_tool through connecta against
@@ -169,4 +206,78 @@ func BenchmarkStream_HundredLines(b *testing.B) {
 	b.ReportMetric(p50(plain), "plain-p50-ms")
 	b.ReportMetric(p50(streamed), "streamed-p50-ms")
 	b.ReportMetric(100*(p50(streamed)/p50(plain)-1), "overhead-%")
+}
+
+// BenchmarkAccess_20Rules interleaves call_tool and search_tools on two
+// servers with the same connectors and caller, one without access rules and
+// one with 20 (the caller matches two, reaching everything through globs),
+// and reports the
+// same-run overhead of the rules (the hot path: the caller's precomputed
+// view, asked at each door).
+func BenchmarkAccess_20Rules(b *testing.B) {
+	sharedPool(b)
+	connectors := "connectors:\n" + demoConnector("tracker", "Tracker", false) + demoConnector("docs", "Docs", false) + demoConnector("payments", "Payments", true)
+	var rules strings.Builder
+	rules.WriteString("access:\n")
+	for i := range 17 {
+		fmt.Fprintf(&rules, "  - callers: {tokens: [%s]}\n    connectors: [payments]\n    tools: [\"payments.get_%d*\"]\n", []string{"ci", "ops"}[i%2], i)
+	}
+	// laptop reaches everything, through globs, so both servers answer
+	// the same pages: the difference is the rules' cost alone.
+	rules.WriteString("  - callers: {tokens: [laptop]}\n    connectors: [tracker, payments]\n    tools: [\"tracker.*\", \"payments.*\"]\n    writes: true\n")
+	rules.WriteString("  - callers: {tokens: [laptop]}\n    connectors: [docs]\n    tools: [\"docs.*_*\"]\n    writes: true\n")
+	rules.WriteString("  - callers: {issuedTokens: true}\n    connectors: [\"*\"]\n")
+	plain := newAccessServerB(b, accessAuth+connectors)
+	ruled := newAccessServerB(b, accessAuth+connectors+rules.String())
+	cp, cr := plain.connectB(b, tokLaptop), ruled.connectB(b, tokLaptop)
+	callArgs := json.RawMessage(`{"address":"tracker.list_projects","resultMode":"value"}`)
+	searchArgs := json.RawMessage(`{"query":"list issues","limit":20}`)
+	for _, cs := range []*mcp.ClientSession{cp, cr} { // warm catalogs and sessions
+		for _, a := range []json.RawMessage{callArgs, searchArgs} {
+			name := "call_tool"
+			if a[2] == 'q' {
+				name = "search_tools"
+			}
+			if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: a}); err != nil || res.IsError {
+				b.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	for _, a := range []json.RawMessage{callArgs, searchArgs} { // the same pages: only the cost differs
+		name := map[bool]string{true: "search_tools", false: "call_tool"}[a[2] == 'q']
+		rp, _ := cp.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: a})
+		rr, _ := cr.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: a})
+		jp, _ := json.Marshal(rp.StructuredContent)
+		jr, _ := json.Marshal(rr.StructuredContent)
+		if stripTimings(string(jp)) != stripTimings(string(jr)) {
+			b.Fatalf("%s differs:\n%s\n%s", name, jp, jr)
+		}
+	}
+	var tPlain, tRuled time.Duration
+	one := func(cs *mcp.ClientSession) time.Duration {
+		t0 := time.Now()
+		for _, c := range []struct {
+			name string
+			args json.RawMessage
+		}{{"call_tool", callArgs}, {"search_tools", searchArgs}} {
+			if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args}); err != nil || res.IsError {
+				b.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		return time.Since(t0)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			tPlain += one(cp)
+			tRuled += one(cr)
+		} else {
+			tRuled += one(cr)
+			tPlain += one(cp)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tPlain.Microseconds())/float64(b.N), "plain-us/op")
+	b.ReportMetric(float64(tRuled.Microseconds())/float64(b.N), "rules-us/op")
+	b.ReportMetric(100*(float64(tRuled)/float64(tPlain)-1), "overhead-%")
 }

@@ -314,7 +314,7 @@ func (s *Server) stashNotice(ctx context.Context, full []byte) (json.RawMessage,
 	if !utf8.Valid(full) {
 		full = bytes.ToValidUTF8(full, []byte("\uFFFD"))
 	}
-	id, err := s.opts.Stash.Put(ctx, string(full))
+	id, err := s.opts.Stash.Put(ctx, callerOf(ctx), string(full))
 	if err != nil {
 		return nil, fmt.Errorf("stash: %w", err)
 	}

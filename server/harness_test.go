@@ -234,6 +234,7 @@ type harnessOptions struct {
 	callAdmission  string      // connector down's callAdmission, as YAML flow
 	storeURL       string      // store.url; "" is memory:
 	down           *downstream // an existing downstream (another replica's); nil starts one
+	access         string      // an `access:` section, appended as written
 }
 
 // harness is connecta over real HTTP on a loopback port, with real gateway,
@@ -291,6 +292,7 @@ func harnessConfig(t testing.TB, o harnessOptions, downURL string) *config.Confi
 	if o.callAdmission != "" {
 		fmt.Fprintf(&y, "    callAdmission: %s\n", o.callAdmission)
 	}
+	y.WriteString(o.access)
 	cfg, err := config.Parse("harness.yaml", []byte(y.String()), config.Resolver{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatalf("harness configuration: %v\n%s", err, y.String())

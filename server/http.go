@@ -18,13 +18,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/connecta-dev/connecta/actor"
+	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/inbound"
 )
 
 // requestInfo travels with one HTTP request (or one stdio tool call).
 type requestInfo struct {
 	id    string
-	actor string
+	actor string   // who.String(), as activity and logs write it
+	who   actor.ID // the typed actor: everything kept per actor is keyed by it
+	// view is what the caller reaches (access rules; nil = everything),
+	// fixed when it authenticated: the request finishes under it.
+	view *gateway.View
+	// accessOn: access rules were in force when the caller authenticated.
+	accessOn bool
 	// operator: a static token with operator: true, or the local user of a
 	// loopback-only server (no tokens).
 	operator bool
@@ -54,7 +62,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.serveHealth)
 	if !s.opts.MetricsElsewhere {
-		mux.Handle("GET /metrics", s.metricsEndpoint())
+		mux.Handle("GET /metrics", s.operatorsWithAccess(s.metricsEndpoint()))
 	}
 	mux.Handle("GET /activity", s.authenticated(http.HandlerFunc(s.serveActivity)))
 	// Protected resource metadata (RFC 9728), open like any discovery
@@ -239,7 +247,7 @@ func (s *Server) rpcRouted() http.Handler {
 		var msg rpcPeek
 		if firstNonBlank(body) == '{' && json.Unmarshal(body, &msg) == nil {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
-				result := s.inflight.Cancel(info.actor, rpcIDKey(msg.Params.RequestID))
+				result := s.inflight.Cancel(info.who.Key(), rpcIDKey(msg.Params.RequestID))
 				s.metrics.cancels.WithLabelValues(string(result)).Inc()
 				s.log.Debug("cancellation", "requestId", info.id, "actor", info.actor, "result", string(result))
 				w.WriteHeader(http.StatusAccepted) // a notification has no reply
@@ -409,7 +417,9 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-// serveHealth is open and payload-free (docs/meta-tools.md §14).
+// serveHealth is open and payload-free (docs/meta-tools.md §14). With access
+// rules the connector names and states are for operators: anyone else
+// (load balancers) gets {status, version}.
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h := s.Health()
 	status := http.StatusOK // ok and degraded: the server itself serves
@@ -418,5 +428,42 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if set := s.settingsNow(); set.access.Configured() && !s.presentsOperator(r, set) {
+		_ = encodeJSON(w, healthBrief{Status: h.Status, Version: h.Version})
+		return
+	}
 	_ = encodeJSON(w, h)
+}
+
+// healthBrief is /health for a caller without an operator credential while
+// access rules are in force.
+type healthBrief struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// presentsOperator reports whether r carries one valid bearer credential of
+// an operator (a static token with operator: true, an OIDC operator). It
+// refuses nothing itself: a surface decides what a non-operator gets.
+func (s *Server) presentsOperator(r *http.Request, set *settings) bool {
+	if checkAuthorizationShape(r.Header.Values("Authorization")) != nil {
+		return false
+	}
+	token := strings.Fields(r.Header.Get("Authorization"))[1]
+	caller, _, rej := s.verifyBearer(r.Context(), set, token)
+	return rej == nil && caller.Operator
+}
+
+// operatorsWithAccess serves next to operators only while access rules are
+// in force (the metrics name connectors); without them, to anyone.
+func (s *Server) operatorsWithAccess(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		set := s.settingsNow()
+		if set.access.Configured() && !s.presentsOperator(r, set) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="connecta"`)
+			writeJSONError(w, http.StatusUnauthorized, "unauthorized", "With access rules configured, /metrics needs an operator's bearer token (or serve it on metricsListen).")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -24,7 +24,7 @@ const (
 )
 
 // Inflight tracks the requests in flight by (authenticated actor, JSON-RPC
-// request id). In stateless HTTP a client's notifications/cancelled arrives
+// request id); the actor is its storage key (actor.ID.Key, "<kind>:<id>"). In stateless HTTP a client's notifications/cancelled arrives
 // as a POST of its own, and that id is all it names; an id alone is not
 // unique (every client counts from 0 or 1), so a cancel applies only when it
 // names exactly one request of that actor. A store shared by replicas

@@ -22,6 +22,10 @@ const (
 	MaxUsageSkillBytes = 9000
 	// docs/meta-tools.md §1 tools/list cache hint.
 	ToolsListTTLMs = 3600000
+	// AccessToolsListTTLMs is the tools/list (and server/discover) cache
+	// hint while access rules are in force: the list is per caller and a
+	// reloaded rule must show within a minute.
+	AccessToolsListTTLMs = 30000
 
 	// writeGrace is added on top of admission wait and the longest deadline
 	// when sizing the HTTP write timeout (docs/PITFALLS.md: write timeout).

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connecta-dev/connecta/access"
 	"github.com/connecta-dev/connecta/inbound"
 )
 
@@ -17,6 +18,7 @@ type settings struct {
 	requests        RequestLimits
 	hostCallTimeout time.Duration
 	code            CodeTool
+	access          *access.Policy // nil: no access rules
 }
 
 // settingsNow returns the settings in force.
@@ -40,6 +42,8 @@ type Reloadable struct {
 	Requests        RequestLimits
 	HostCallTimeout time.Duration
 	Code            CodeTool
+	// Access replaces the access rules (nil: none).
+	Access *access.Policy
 }
 
 // Reload installs new settings atomically: requests already admitted keep
@@ -58,7 +62,7 @@ func (s *Server) Reload(r Reloadable) error {
 	if err != nil {
 		return err
 	}
-	next := &settings{tokens: tokens, inbound: r.Inbound, requests: requests, hostCallTimeout: r.HostCallTimeout, code: r.Code}
+	next := &settings{tokens: tokens, inbound: r.Inbound, requests: requests, hostCallTimeout: r.HostCallTimeout, code: r.Code, access: r.Access}
 	if next.code == nil {
 		next.code = cur.code
 	}

@@ -33,7 +33,7 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 	if aerr != nil {
 		return argFailure(aerr), nil
 	}
-	page, err := s.opts.Stash.Get(ctx, id, int(offset), int(maxBytes))
+	page, err := s.opts.Stash.Get(ctx, callerOf(ctx), id, int(offset), int(maxBytes))
 	if isStoreDown(err) {
 		s.log.Warn("get_result: store unavailable", "error", err.Error())
 		return failureResult(storeUnavailable(err)), nil
@@ -60,6 +60,10 @@ func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo
 	force, aerr := args.boolean("force")
 	if aerr != nil {
 		return argFailure(aerr), nil
+	}
+	if !gateway.ViewFrom(ctx).ConnectorVisible(id) {
+		// A connector the caller cannot reach does not exist for it.
+		return failureResult(gateway.UnknownConnector(id)), nil
 	}
 	if s.opts.OAuth != nil && s.opts.OAuth.Has(id) {
 		who := oauth.Caller{}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connecta-dev/connecta/access"
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/discovery"
@@ -104,6 +106,9 @@ type Options struct {
 	StoreState func() StoreState
 
 	Tokens []Token // checked first
+	// Access is the access rules (nil: every caller reaches everything);
+	// each caller's view is fixed when it authenticates.
+	Access *access.Policy
 	// Inbound admits issued access tokens and auth.oidc access tokens
 	// (nil: none). With neither Tokens nor Inbound the server serves
 	// loopback clients only.
@@ -162,6 +167,7 @@ type Server struct {
 	draining        atomic.Bool
 	live            atomic.Pointer[settings] // what a reload may change (reload.go)
 	bigBodies       bigBodyGate              // large bodies take turns at decoding (body.go)
+	perView         perViewTools             // tools/list by caller view (tools.go)
 }
 
 type serverMetrics struct {
@@ -219,7 +225,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.live.Store(&settings{tokens: tokens, inbound: opts.Inbound, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code})
+	s.live.Store(&settings{tokens: tokens, inbound: opts.Inbound, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code, access: opts.Access})
 	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -294,13 +300,27 @@ func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(s.implementation, &mcp.ServerOptions{
 		Instructions: s.instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
-			if _, ok := req.(*mcp.ListToolsRequest); ok {
-				c.TTLMs = ToolsListTTLMs
-				c.CacheScope = "private"
+		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
+			// With access rules tools/list is per caller: private, and
+			// short-lived so a reloaded rule shows within a minute.
+			accessOn := false
+			if info := infoFrom(ctx); info != nil {
+				accessOn = info.accessOn
+			}
+			switch req.(type) {
+			case *mcp.ListToolsRequest:
+				c.TTLMs, c.CacheScope = ToolsListTTLMs, "private"
+				if accessOn {
+					c.TTLMs = AccessToolsListTTLMs
+				}
+			case *mcp.ServerRequest[*mcp.DiscoverParams]: // server/discover
+				if accessOn {
+					c.TTLMs, c.CacheScope = AccessToolsListTTLMs, "private"
+				}
 			}
 		},
 	})
+	srv.AddReceivingMiddleware(s.perCallerToolsList)
 	for i := range s.tools {
 		t := &s.tools[i]
 		srv.AddTool(t.tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -315,7 +335,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	info := infoFrom(ctx)
 	if info == nil { // a handler reached without our front door: no identity to borrow
-		info = &requestInfo{actor: "local"}
+		info = &requestInfo{actor: actor.LocalUser.String(), who: actor.LocalUser}
 	}
 	// The work runs on a context that carries none of the SDK's values: the
 	// SDK server stores the inbound request's protocol version in its
@@ -342,10 +362,13 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		info = &perCall
 	}
 	ctx = context.WithValue(ctx, requestInfoKey{}, info)
+	if info.view != nil { // every door below asks this view (gateway.View)
+		ctx = gateway.WithView(ctx, info.view)
+	}
 	// A cancellation naming this request (actor, JSON-RPC id) does what a
 	// client disconnect does: it cancels ctx.
 	if info.rpcID != "" {
-		defer s.inflight.Register(info.actor, info.rpcID, cancel)()
+		defer s.inflight.Register(info.who.Key(), info.rpcID, cancel)()
 	}
 	var meta map[string]any
 	if req != nil && req.Params != nil {
@@ -378,7 +401,7 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 func (s *Server) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
 	// The session's context is every handler's parent: the stdio identity
 	// rides on it (runTool gives each call its own request id).
-	ctx = context.WithValue(ctx, requestInfoKey{}, &requestInfo{actor: "stdio"})
+	ctx = context.WithValue(ctx, requestInfoKey{}, &requestInfo{actor: actor.StdioClient.String(), who: actor.StdioClient})
 	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 	if err != nil && ctx.Err() != nil {
 		return nil
@@ -535,4 +558,14 @@ func RequestIdentity(ctx context.Context) (requestID, actor string) {
 		return info.id, info.actor
 	}
 	return "", ""
+}
+
+// callerOf is the typed actor of the request ctx belongs to (the key of
+// everything kept per actor, e.g. get_result entries); a handler reached
+// without our front door is the local user.
+func callerOf(ctx context.Context) actor.ID {
+	if info := infoFrom(ctx); info != nil && !info.who.IsZero() {
+		return info.who
+	}
+	return actor.LocalUser
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,7 +23,9 @@ const usageSkillDescription = "how to write execute_code programs, budgets, dead
 
 // handleSkills lists skills or fetches one (docs/meta-tools.md §9). Errors are text with
 // isError and never fall back to another skill.
-func (s *Server) handleSkills(_ context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) handleSkills(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	// Only the connectors the caller reaches have skills for it.
+	visible := gateway.ViewFrom(ctx).VisibleConnectors(s.opts.Gateway.Connectors())
 	args, aerr := parseArgs(req.Params.Arguments)
 	if aerr != nil {
 		return textError(aerr.msg), nil
@@ -32,31 +35,31 @@ func (s *Server) handleSkills(_ context.Context, _ *requestInfo, req *mcp.CallTo
 		return textError(aerr.msg), nil
 	}
 	if !given || name == "" {
-		return text(s.skillList()), nil
+		return text(s.skillList(visible)), nil
 	}
 	if name == "usage" {
 		return text(usageSkill), nil
 	}
 	if id, ok := strings.CutPrefix(name, "connector:"); ok {
-		c, found := s.connector(id)
+		c, found := connectorIn(visible, id)
 		if !found {
-			return textError(fmt.Sprintf("Unknown connector %s. Available skills: %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)), s.skillNames())), nil
+			return textError(fmt.Sprintf("Unknown connector %s. Available skills: %s", quote(jstext.Clamp(id, jstext.MaxEchoBytes)), s.skillNames(visible))), nil
 		}
 		if strings.TrimSpace(c.guide) == "" {
-			return textError(fmt.Sprintf("Connector %s has no guide. Available skills: %s", quote(id), s.skillNames())), nil
+			return textError(fmt.Sprintf("Connector %s has no guide. Available skills: %s", quote(id), s.skillNames(visible))), nil
 		}
 		return text(c.guide), nil
 	}
-	if c, found := s.connector(name); found && strings.TrimSpace(c.guide) != "" {
+	if c, found := connectorIn(visible, name); found && strings.TrimSpace(c.guide) != "" {
 		return textError(fmt.Sprintf("Unknown skill %s. Connector guides are named \"connector:%s\".", quote(name), c.id)), nil
 	}
-	return textError(fmt.Sprintf("Unknown skill %s. Available skills: %s", quote(jstext.Clamp(name, jstext.MaxEchoBytes)), s.skillNames())), nil
+	return textError(fmt.Sprintf("Unknown skill %s. Available skills: %s", quote(jstext.Clamp(name, jstext.MaxEchoBytes)), s.skillNames(visible))), nil
 }
 
 type connectorGuide struct{ id, title, guide string }
 
-func (s *Server) connector(id string) (connectorGuide, bool) {
-	for _, c := range s.opts.Gateway.Connectors() {
+func connectorIn(connectors []gateway.ConnectorInfo, id string) (connectorGuide, bool) {
+	for _, c := range connectors {
 		if c.ID == id {
 			return connectorGuide{id: c.ID, title: c.Title, guide: c.Guide}, true
 		}
@@ -64,12 +67,12 @@ func (s *Server) connector(id string) (connectorGuide, bool) {
 	return connectorGuide{}, false
 }
 
-func (s *Server) skillList() string {
+func (s *Server) skillList(connectors []gateway.ConnectorInfo) string {
 	var b strings.Builder
 	b.WriteString(skillsListHeader)
 	b.WriteString("\n\n- `usage` — ")
 	b.WriteString(usageSkillDescription)
-	for _, c := range s.opts.Gateway.Connectors() {
+	for _, c := range connectors {
 		if strings.TrimSpace(c.Guide) == "" {
 			continue
 		}
@@ -82,9 +85,9 @@ func (s *Server) skillList() string {
 	return b.String()
 }
 
-func (s *Server) skillNames() string {
+func (s *Server) skillNames(connectors []gateway.ConnectorInfo) string {
 	names := []string{"usage"}
-	for _, c := range s.opts.Gateway.Connectors() {
+	for _, c := range connectors {
 		if strings.TrimSpace(c.Guide) != "" {
 			names = append(names, "connector:"+c.ID)
 		}

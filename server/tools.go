@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
+
+	"github.com/connecta-dev/connecta/gateway"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -97,12 +100,7 @@ func boolPtr(b bool) *bool { return &b }
 // buildTools builds the seven tool definitions once (descriptions that depend
 // on the connector set are fixed at start: the connector list is static).
 func (s *Server) buildTools() []toolEntry {
-	withGuides := false
-	for _, c := range s.opts.Gateway.Connectors() {
-		if strings.TrimSpace(c.Guide) != "" {
-			withGuides = true
-		}
-	}
+	withGuides := anyGuide(s.opts.Gateway.Connectors())
 	guide := func(d string) string {
 		if withGuides {
 			return d + guideSentence
@@ -130,4 +128,105 @@ func (s *Server) buildTools() []toolEntry {
 		toolEntry{tool: &mcp.Tool{Name: ToolSkills, Description: guide(descSkills), InputSchema: json.RawMessage(schemaSkills), Annotations: closedIdempotent}, handle: s.handleSkills},
 	)
 	return tools
+}
+
+// anyGuide reports whether one of the connectors has a usage guide (three
+// descriptions then point at the skills).
+func anyGuide(connectors []gateway.ConnectorInfo) bool {
+	for _, c := range connectors {
+		if strings.TrimSpace(c.Guide) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// guided reports the tools whose description gains guideSentence when a
+// connector the caller sees has a guide.
+func guided(name string) bool {
+	return name == ToolSearchTools || name == ToolCallDestructiveTool || name == ToolSkills
+}
+
+// codeToolFor is execute_code's definition for a caller's connectors
+// (*contract.Service implements it).
+type codeToolFor interface {
+	ToolFor(connectors []gateway.ConnectorInfo) *mcp.Tool
+}
+
+// toolsFor is tools/list as a caller with view sees it: the definitions a
+// server configured with only its connectors would list (the execute_code
+// inventory, the guide sentences). Built once per distinct view and kept
+// until the settings change (a reload).
+func (s *Server) toolsFor(set *settings, view *gateway.View) []*mcp.Tool {
+	key := view.Key()
+	s.perView.mu.Lock()
+	defer s.perView.mu.Unlock()
+	if s.perView.set != set {
+		s.perView.set, s.perView.byKey = set, map[string][]*mcp.Tool{}
+	}
+	if ts, ok := s.perView.byKey[key]; ok {
+		return ts
+	}
+	visible := view.VisibleConnectors(s.opts.Gateway.Connectors())
+	withGuides := anyGuide(visible)
+	out := make([]*mcp.Tool, 0, len(s.tools))
+	for _, e := range s.tools {
+		t := *e.tool
+		switch {
+		case t.Name == ToolExecuteCode:
+			if c, ok := set.code.(codeToolFor); ok {
+				t = *c.ToolFor(visible)
+			}
+		case guided(t.Name):
+			t.Description = strings.TrimSuffix(t.Description, guideSentence)
+			if withGuides {
+				t.Description += guideSentence
+			}
+		}
+		out = append(out, &t)
+	}
+	if len(s.perView.byKey) >= maxViewsCached {
+		clear(s.perView.byKey)
+	}
+	s.perView.byKey[key] = out
+	return out
+}
+
+// maxViewsCached bounds the per-view tools/list cache.
+const maxViewsCached = 1024
+
+// perViewTools is the cache behind toolsFor.
+type perViewTools struct {
+	mu    sync.Mutex
+	set   *settings
+	byKey map[string][]*mcp.Tool
+}
+
+// perCallerToolsList makes tools/list per caller while access rules are in
+// force (the SDK registers one definition per tool); without them the
+// SDK's own answer passes untouched.
+func (s *Server) perCallerToolsList(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/list" || err != nil {
+			return res, err
+		}
+		info := infoFrom(ctx)
+		lr, ok := res.(*mcp.ListToolsResult)
+		if info == nil || !info.accessOn || !ok {
+			return res, err
+		}
+		mine := s.toolsFor(s.settingsNow(), info.view)
+		out := *lr
+		out.Tools = make([]*mcp.Tool, len(lr.Tools))
+		for i, t := range lr.Tools { // the SDK's order, the caller's definitions
+			out.Tools[i] = t
+			for _, m := range mine {
+				if m.Name == t.Name {
+					out.Tools[i] = m
+				}
+			}
+		}
+		return &out, nil
+	}
 }

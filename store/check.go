@@ -42,10 +42,10 @@ func Check(ctx context.Context, st Store) (CheckReport, error) {
 	}
 	start := time.Now()
 	id, want := "doctor-"+NewID(), []byte("connecta doctor "+NewID())
-	if err := st.PutResult(ctx, id, want, time.Now().Add(time.Minute), math.MaxInt64); err != nil {
+	if err := st.PutResult(ctx, id, "doctor", want, time.Now().Add(time.Minute), math.MaxInt64); err != nil {
 		return r, fmt.Errorf("write: %w", err)
 	}
-	got, _, err := st.ResultWindow(ctx, id, 0, len(want), time.Now())
+	got, _, err := st.ResultWindow(ctx, id, "doctor", 0, len(want), time.Now())
 	if err != nil {
 		return r, fmt.Errorf("read back: %w", err)
 	}

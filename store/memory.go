@@ -29,6 +29,7 @@ type memStore struct {
 }
 
 type memResult struct {
+	owner     string
 	data      []byte
 	expiresAt time.Time
 }
@@ -57,7 +58,7 @@ func (s *memStore) Health() Health                             { return Health{S
 func (s *memStore) Close() error                               { return nil }
 func (s *memStore) copyBytes(b []byte) []byte                  { return append([]byte(nil), b...) }
 
-func (s *memStore) PutResult(ctx context.Context, id string, data []byte, expiresAt time.Time, maxTotal int64) error {
+func (s *memStore) PutResult(ctx context.Context, id, owner string, data []byte, expiresAt time.Time, maxTotal int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func (s *memStore) PutResult(ctx context.Context, id string, data []byte, expire
 		s.total -= int64(len(old.data))
 		s.order = slices.DeleteFunc(s.order, func(x string) bool { return x == id })
 	}
-	s.results[id] = &memResult{data: s.copyBytes(data), expiresAt: expiresAt}
+	s.results[id] = &memResult{owner: owner, data: s.copyBytes(data), expiresAt: expiresAt}
 	s.order = append(s.order, id)
 	s.total += size
 	return nil
@@ -92,14 +93,14 @@ func (s *memStore) dropResultLocked(id string) {
 	}
 }
 
-func (s *memStore) ResultWindow(ctx context.Context, id string, from, to int, now time.Time) ([]byte, int, error) {
+func (s *memStore) ResultWindow(ctx context.Context, id, owner string, from, to int, now time.Time) ([]byte, int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.results[id]
-	if !ok {
+	if !ok || r.owner != owner {
 		return nil, 0, ErrNotFound
 	}
 	if !now.Before(r.expiresAt) {

@@ -170,7 +170,7 @@ func (s *sqlStore) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-func (s *sqlStore) PutResult(ctx context.Context, id string, data []byte, expiresAt time.Time, maxTotal int64) error {
+func (s *sqlStore) PutResult(ctx context.Context, id, owner string, data []byte, expiresAt time.Time, maxTotal int64) error {
 	size := int64(len(data))
 	if size > maxTotal {
 		return ErrTooLarge
@@ -192,8 +192,8 @@ func (s *sqlStore) PutResult(ctx context.Context, id string, data []byte, expire
 				}
 			}
 			_, err := tx.ExecContext(ctx, s.d.rebind(
-				`INSERT INTO results (id, size, created_at_ms, expires_at_ms, data) VALUES (?, ?, ?, ?, ?)`),
-				id, size, time.Now().UnixMilli(), expiresAt.UnixMilli(), data)
+				`INSERT INTO results (id, owner, size, created_at_ms, expires_at_ms, data) VALUES (?, ?, ?, ?, ?, ?)`),
+				id, owner, size, time.Now().UnixMilli(), expiresAt.UnixMilli(), data)
 			return err
 		})
 	})
@@ -227,7 +227,7 @@ func (s *sqlStore) evict(ctx context.Context, tx *sql.Tx, need int64) error {
 	return nil
 }
 
-func (s *sqlStore) ResultWindow(ctx context.Context, id string, from, to int, now time.Time) ([]byte, int, error) {
+func (s *sqlStore) ResultWindow(ctx context.Context, id, owner string, from, to int, now time.Time) ([]byte, int, error) {
 	var window []byte
 	var total int
 	err := s.do(ctx, opResultWindow, func(ctx context.Context) error {
@@ -235,8 +235,8 @@ func (s *sqlStore) ResultWindow(ctx context.Context, id string, from, to int, no
 		to = max(from, to)
 		var size, exp int64
 		err := s.db.QueryRowContext(ctx, s.d.rebind(
-			`SELECT size, expires_at_ms, substr(data, ?, ?) FROM results WHERE id = ?`),
-			from+1, to-from, id).Scan(&size, &exp, &window)
+			`SELECT size, expires_at_ms, substr(data, ?, ?) FROM results WHERE id = ? AND owner = ?`),
+			from+1, to-from, id, owner).Scan(&size, &exp, &window)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}

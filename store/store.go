@@ -66,14 +66,16 @@ type Health struct {
 // PutResult evicts the oldest rows until the new one fits, and a row at or
 // past its expiry reads as expired until SweepResults removes it.
 type Stash interface {
-	// PutResult stores data under id until expiresAt, keeping the total of
-	// all stored results at or under maxTotalBytes (oldest evicted first).
-	// A single value larger than maxTotalBytes is ErrTooLarge.
-	PutResult(ctx context.Context, id string, data []byte, expiresAt time.Time, maxTotalBytes int64) error
+	// PutResult stores data under id for owner (an actor key, package
+	// actor) until expiresAt, keeping the total of all stored results at or
+	// under maxTotalBytes (oldest evicted first). A single value larger than
+	// maxTotalBytes is ErrTooLarge.
+	PutResult(ctx context.Context, id, owner string, data []byte, expiresAt time.Time, maxTotalBytes int64) error
 	// ResultWindow returns the bytes [from, to) of the stored text (clipped
-	// to its length) and its total length. ErrNotFound when unknown,
-	// ErrExpired when at or past its expiry (now).
-	ResultWindow(ctx context.Context, id string, from, to int, now time.Time) (window []byte, total int, err error)
+	// to its length) and its total length. ErrNotFound when unknown or
+	// owned by another actor than owner (indistinguishable, expired or
+	// not), ErrExpired when at or past its expiry (now).
+	ResultWindow(ctx context.Context, id, owner string, from, to int, now time.Time) (window []byte, total int, err error)
 	// SweepResults deletes at most limit results expired at now and reports
 	// how many it deleted.
 	SweepResults(ctx context.Context, now time.Time, limit int) (int, error)
@@ -199,6 +201,9 @@ type AccessToken struct {
 	ExpiresAt time.Time // zero = does not expire
 	RevokedAt time.Time // zero = not revoked
 	RevokedBy string
+	// Connectors narrows the token to these connector ids (intersected
+	// with the access rules); nil = not narrowed.
+	Connectors []string
 }
 
 // Tokens keeps issued access tokens.

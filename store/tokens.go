@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -41,18 +43,40 @@ func isUniqueViolation(err error) bool {
 		strings.Contains(s, "duplicate key value")
 }
 
-const tokenColumns = `id, digest, name, created_by, created_at_ms, expires_at_ms, revoked_at_ms, revoked_by`
+const tokenColumns = `id, digest, name, created_by, created_at_ms, expires_at_ms, revoked_at_ms, revoked_by, connectors`
+
+// connectorsColumn is a narrowing as stored: a JSON array, NULL when nil.
+func connectorsColumn(ids []string) sql.NullString {
+	if ids == nil {
+		return sql.NullString{}
+	}
+	b, _ := json.Marshal(ids) // a []string always marshals
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+func connectorsFromColumn(v sql.NullString) ([]string, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	out := []string{}
+	if err := json.Unmarshal([]byte(v.String), &out); err != nil {
+		return nil, fmt.Errorf("access token connectors: %w", err)
+	}
+	return out, nil
+}
 
 func scanToken(row interface{ Scan(...any) error }) (AccessToken, error) {
 	var t AccessToken
 	var created int64
 	var exp, rev sql.NullInt64
-	var by sql.NullString
-	if err := row.Scan(&t.ID, &t.Digest, &t.Name, &t.CreatedBy, &created, &exp, &rev, &by); err != nil {
+	var by, conns sql.NullString
+	if err := row.Scan(&t.ID, &t.Digest, &t.Name, &t.CreatedBy, &created, &exp, &rev, &by, &conns); err != nil {
 		return AccessToken{}, err
 	}
 	t.CreatedAt, t.ExpiresAt, t.RevokedAt, t.RevokedBy = time.UnixMilli(created).UTC(), fromMs(exp), fromMs(rev), by.String
-	return t, nil
+	var err error
+	t.Connectors, err = connectorsFromColumn(conns)
+	return t, err
 }
 
 func (s *sqlStore) PutToken(ctx context.Context, t AccessToken) error {
@@ -60,9 +84,9 @@ func (s *sqlStore) PutToken(ctx context.Context, t AccessToken) error {
 		t.CreatedAt = time.Now()
 	}
 	return s.do(ctx, opPutToken, func(ctx context.Context) error {
-		_, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO access_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		_, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO access_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			t.ID, t.Digest, t.Name, t.CreatedBy, t.CreatedAt.UnixMilli(), ms(t.ExpiresAt), ms(t.RevokedAt),
-			sql.NullString{String: t.RevokedBy, Valid: t.RevokedBy != ""})
+			sql.NullString{String: t.RevokedBy, Valid: t.RevokedBy != ""}, connectorsColumn(t.Connectors))
 		if isUniqueViolation(err) {
 			return ErrConflict
 		}
@@ -200,6 +224,7 @@ func (s *memStore) PutToken(ctx context.Context, t AccessToken) error {
 		t.CreatedAt = s.now()
 	}
 	t.CreatedAt, t.ExpiresAt, t.RevokedAt = truncMs(t.CreatedAt), truncMs(t.ExpiresAt), truncMs(t.RevokedAt)
+	t.Connectors = slices.Clone(t.Connectors)
 	s.tokens = append(s.tokens, t)
 	return nil
 }

@@ -136,6 +136,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	defer a.Close()
 
 	failures := 0
+	listings := map[string][]gateway.Tool{} // the catalogs that loaded, for the access globs
 	for _, c := range a.Gateway.Connectors() {
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 		// A live listing, not the store's copy: doctor checks reachability.
@@ -164,6 +165,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
+		listings[c.ID] = tools
 		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
 		for _, w := range catalogWarnings(a.Gateway, c.ID) {
 			fmt.Fprintf(stdout, "warning: %s\n", w) // drift warns, never fails
@@ -175,6 +177,10 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 		}
+	}
+
+	for _, w := range accessGlobWarnings(cfg, listings) {
+		fmt.Fprintf(stdout, "warning: %s\n", w.String())
 	}
 
 	sctx, cancelStore := context.WithTimeout(ctx, doctorTimeout)

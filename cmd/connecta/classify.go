@@ -102,3 +102,43 @@ func checkClassifications(ctx context.Context, cfg *config.Config, w io.Writer) 
 		}
 	}
 }
+
+// accessGlobWarnings names each access rule glob that matches no tool of
+// its rule's connectors today (allowed — catalogs change — but likely a
+// typo). A rule's glob is judged only when every catalog it could match
+// loaded.
+func accessGlobWarnings(cfg *config.Config, listings map[string][]gateway.Tool) []config.Warning {
+	if cfg.Access == nil {
+		return nil
+	}
+	var out []config.Warning
+	for i, r := range cfg.Access.Rules {
+		ids := r.Connectors
+		if r.AllConnectors {
+			ids = nil
+			for _, c := range cfg.Connectors {
+				ids = append(ids, c.ID)
+			}
+		}
+		for k, g := range r.Tools {
+			matched, judged := false, true
+			for _, id := range ids {
+				tools, ok := listings[id]
+				if !ok {
+					judged = false
+					break
+				}
+				for _, t := range tools {
+					if gateway.GlobMatch(g, t.Address()) {
+						matched = true
+					}
+				}
+			}
+			if judged && !matched {
+				out = append(out, config.Warning{File: cfg.File, Line: r.Line, Field: fmt.Sprintf("access[%d].tools[%d]", i, k),
+					Message: fmt.Sprintf("%q matches no tool its connectors list today, so the rule reaches nothing through it (allowed: catalogs change)", g)})
+			}
+		}
+	}
+	return out
+}

@@ -46,7 +46,7 @@ func commands() []command {
 			func(a []string, i io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCredential(a, i, o, e) }},
 		{"catalog", "catalog diff|approve CONNECTOR [TOOL…] --config FILE [--credentials-dir DIR]", "show a connector's unapproved tool changes, or approve them",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdCatalog(a, o, e) }},
-		{"token", "token create NAME | list | rename ID NAME | revoke ID --config FILE [--credentials-dir DIR]", "issue, list, rename or revoke operator-issued access tokens",
+		{"token", "token create NAME [--connectors ID,ID…] | list | rename ID NAME | revoke ID --config FILE [--credentials-dir DIR]", "issue, list, rename or revoke operator-issued access tokens",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdToken(a, o, e) }},
 		{"init", "init [DIR]", "write a starter deployment into a new directory (default " + defaultInitDir + ")",
 			func(a []string, _ io.ReadCloser, o io.WriteCloser, e io.Writer) int { return cmdInit(a, o, e) }},
@@ -218,7 +218,7 @@ func cmdServe(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, serveOptions{stdio: *stdio, stdin: stdin, stdout: stdout, log: log,
-		reload: hup, source: reloadSource{path: *configPath, listen: *listen, credentialsDir: *credentialsDir}}); err != nil {
+		reload: hup, source: reloadSource{path: *configPath, listen: *listen, credentialsDir: *credentialsDir, stdio: *stdio}}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 0
 		}

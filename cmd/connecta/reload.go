@@ -14,6 +14,7 @@ type reloadSource struct {
 	listen string // --listen, re-applied so it never reads as a change
 	// credentialsDir is --credentials-dir ("" = $CREDENTIALS_DIRECTORY).
 	credentialsDir string
+	stdio          bool // --stdio: access rules are refused (one caller)
 }
 
 // reload applies SIGHUP: re-read and validate the file; an invalid one
@@ -26,6 +27,9 @@ func reload(a *app.App, src reloadSource, log *slog.Logger) {
 	next, err := loadConfig(src.path, src.credentialsDir)
 	if err == nil && src.listen != "" {
 		err = next.SetListen(src.listen)
+	}
+	if err == nil && src.stdio {
+		err = stdioAccessRefusal(next)
 	}
 	if err != nil {
 		log.Error("configuration reload refused; the running configuration stays", "reason", refusalText(err))

@@ -63,6 +63,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, withExecut
 // let in-flight requests finish within the grace period, close the executor
 // (programs still running end executor_closed), close connectors.
 func serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	if o.stdio {
+		if err := stdioAccessRefusal(cfg); err != nil {
+			return err
+		}
+	}
 	applyRuntime(cfg.Runtime, os.LookupEnv, o.log)
 	// Bind first: a taken address fails before any child is spawned.
 	var ln net.Listener
@@ -213,4 +218,15 @@ func listenError(addr string, err error) error {
 		return fmt.Errorf("listen %s: address already in use: another process holds it; stop it, or choose another address with --listen HOST:PORT or `listen:` in the configuration file", addr)
 	}
 	return fmt.Errorf("listen %s: %w", addr, err)
+}
+
+// stdioAccessRefusal refuses access rules on a --stdio server, at start and
+// on reload: one client, nothing to tell apart (docs/DECISIONS.md "Access
+// rules").
+func stdioAccessRefusal(cfg *config.Config) error {
+	if cfg.Access == nil {
+		return nil
+	}
+	return &config.Error{File: cfg.File, Line: cfg.Access.Line, Field: "access",
+		Message: "is refused with --stdio: a stdio server has one caller, so there is nothing to tell apart"}
 }

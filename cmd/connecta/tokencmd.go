@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -35,9 +36,14 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, usageLine("token"))
 		return 2
 	}
+	rest, narrow, given, ok := connectorsFlag(args[1:])
+	if !ok || (given && verb != "create") {
+		fmt.Fprintln(stderr, usageLine("token"))
+		return 2
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	cfg, st, _, pos, code := openWritableStore(ctx, "token", args[1:], stdout, stderr, func(cfg *config.Config, pos []string) int {
+	cfg, st, _, pos, code := openWritableStore(ctx, "token", rest, stdout, stderr, func(cfg *config.Config, pos []string) int {
 		if len(pos) != n {
 			fmt.Fprintln(stderr, usageLine("token"))
 			return 2
@@ -45,6 +51,12 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		if !cfg.AccessTokens.Enabled {
 			fmt.Fprintf(stderr, "connecta token: %s has no accessTokens section; add `accessTokens: {maxActive: 100}` to issue tokens\n", cfg.File)
 			return 1
+		}
+		if given {
+			if msg := checkNarrowing(cfg, narrow); msg != "" {
+				fmt.Fprintf(stderr, "connecta token create: --connectors: %s\n", msg)
+				return 2
+			}
 		}
 		if verb == "create" || verb == "rename" {
 			if _, err := accesstoken.NormalizeName(pos[n-1]); err != nil {
@@ -66,7 +78,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	who := cliActor()
 	switch verb {
 	case "create":
-		secret, t, err := m.Create(ctx, pos[0], who)
+		secret, t, err := m.CreateNarrowed(ctx, pos[0], who, narrow)
 		if err != nil {
 			fmt.Fprintf(stderr, "connecta token create: %v\n", err)
 			return 1
@@ -81,13 +93,13 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tCREATED BY\tREVOKED")
+		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tCREATED BY\tREVOKED\tCONNECTORS")
 		for _, t := range list {
 			revoked := "-"
 			if t.Revoked() {
 				revoked = t.RevokedAt.Format(time.RFC3339) + " by " + t.RevokedBy
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), t.CreatedBy, revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), t.CreatedBy, revoked, narrowingText(t.Connectors))
 		}
 		_ = tw.Flush()
 	case "rename":
@@ -106,4 +118,65 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "token %s (%q) revoked\n", t.ID, t.Name)
 	}
 	return 0
+}
+
+// connectorsFlag takes --connectors LIST (or --connectors=LIST) out of args:
+// the comma-separated ids an issued token is narrowed to.
+func connectorsFlag(args []string) (rest, ids []string, given, ok bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var v string
+		switch {
+		case a == "--connectors" || a == "-connectors":
+			if i+1 >= len(args) {
+				return nil, nil, false, false
+			}
+			i++
+			v = args[i]
+		case strings.HasPrefix(a, "--connectors=") || strings.HasPrefix(a, "-connectors="):
+			_, v, _ = strings.Cut(a, "=")
+		default:
+			rest = append(rest, a)
+			continue
+		}
+		if given {
+			return nil, nil, false, false
+		}
+		given = true
+		ids = []string{}
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return rest, ids, given, true
+}
+
+// checkNarrowing refuses a narrowing that names no connector, repeats one
+// or names one the configuration does not have.
+func checkNarrowing(cfg *config.Config, ids []string) string {
+	if len(ids) == 0 {
+		return "name at least one connector id (comma-separated)"
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return fmt.Sprintf("%q is named twice", id)
+		}
+		seen[id] = true
+		if cfg.Connector(id) == nil {
+			return fmt.Sprintf("%q is not a connector of %s", id, cfg.File)
+		}
+	}
+	return ""
+}
+
+// narrowingText is how a token's narrowing is shown: the ids, or "all
+// (access rules)" when it is not narrowed.
+func narrowingText(ids []string) string {
+	if ids == nil {
+		return "all (access rules)"
+	}
+	return strings.Join(ids, ",")
 }

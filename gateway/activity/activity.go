@@ -45,7 +45,21 @@ const (
 	OutcomeError     = "error"
 	OutcomeTimeout   = "timeout"
 	OutcomeCancelled = "cancelled"
+	// OutcomeDenied: the caller's access rules hid the connector or tool;
+	// the caller was answered as for one that does not exist (errorCode).
+	// Only operators see it (AsSeenBy).
+	OutcomeDenied = "denied"
 )
+
+// AsSeenBy is the event as a reader sees it: an operator sees everything
+// as recorded; anyone else sees a denial as the event an unknown address
+// or tool produces (outcome error, the errorCode the caller was given).
+func (e Event) AsSeenBy(operator bool) Event {
+	if !operator && e.Outcome == OutcomeDenied {
+		e.Outcome = OutcomeError
+	}
+	return e
+}
 
 // Sources an event may carry (V2): the front door that attempted the call.
 const (

@@ -41,7 +41,8 @@ func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p Descr
 	if format == "" {
 		format = FormatCompact
 	}
-	all := s.catalog.Connectors()
+	view := gateway.ViewFrom(ctx) // what the view hides is not there (gateway.View)
+	all := view.VisibleConnectors(s.catalog.Connectors())
 	type target struct {
 		connector *gateway.ConnectorInfo
 		tool      string
@@ -64,6 +65,7 @@ func (s *Service) Describe(ctx context.Context, front gateway.FrontDoor, p Descr
 	if ctx.Err() != nil {
 		return nil, cancelledError()
 	}
+	s.hideTools(view, ids, loaded)
 
 	cells := suggestionCellBudget
 	entries := make([]gateway.Object, len(p.Addresses))

@@ -89,3 +89,17 @@ func catalogFailure(e *gateway.Error) gateway.Object {
 	}
 	return obj
 }
+
+// hideTools drops from each loaded listing the tools the caller's view
+// hides (gateway.View), so that ranking, totals, suggestions and rows are
+// exactly those of a catalog without them.
+func (s *Service) hideTools(view *gateway.View, ids []string, loaded []catalogResult) {
+	if view == nil {
+		return
+	}
+	for i := range loaded {
+		if loaded[i].err == nil {
+			loaded[i].tools = view.VisibleTools(ids[i], loaded[i].tools, s.catalog.ReadOnly)
+		}
+	}
+}

@@ -49,8 +49,10 @@ func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchP
 	}
 	withKeys := p.IncludeSchemas != "" && (p.IncludeSchemaKeys == nil || *p.IncludeSchemaKeys)
 
-	// Scope: only the named catalog loads; unscoped fans out in registry order.
-	all := s.catalog.Connectors()
+	// Scope: only the named catalog loads; unscoped fans out in registry
+	// order. A connector the caller's view hides is not there at all.
+	view := gateway.ViewFrom(ctx)
+	all := view.VisibleConnectors(s.catalog.Connectors())
 	var scoped *gateway.ConnectorInfo
 	var connectors []*gateway.ConnectorInfo
 	if p.Connector != "" {
@@ -75,6 +77,7 @@ func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchP
 	if ctx.Err() != nil {
 		return nil, cancelledError()
 	}
+	s.hideTools(view, ids, loaded)
 
 	// Safety filter, then one index per searchable catalog.
 	filtered := make([][]entry, len(loaded))
@@ -86,7 +89,7 @@ func (s *Service) Search(ctx context.Context, front gateway.FrontDoor, p SearchP
 			cats[i] = lexical.FailedCatalog()
 			continue
 		}
-		ix := s.index(ids[i], safety, l.tools)
+		ix := s.index(ids[i], view.ToolFilterKey(ids[i]), safety, l.tools)
 		filtered[i], cats[i] = ix.entries, ix.cat
 	}
 
@@ -168,7 +171,9 @@ type catalogIndex struct {
 	cat     *lexical.Catalog
 }
 
-type indexKey struct{ connector, safety string }
+// indexKey: a listing's index depends on the connector, the view's tool
+// filter there ("" = every tool) and the safety class.
+type indexKey struct{ connector, filter, safety string }
 
 // maxIndexes bounds the index cache; it is cleared when full.
 const maxIndexes = 64
@@ -179,8 +184,8 @@ const maxIndexes = 64
 // copy of its listing on every load, so the cache is keyed by connector and
 // safety class and verified by content; a reused index is re-pointed at the
 // current copy, whose schemas and annotations the rows show.
-func (s *Service) index(connector, safety string, tools []gateway.Tool) *catalogIndex {
-	key := indexKey{connector, safety}
+func (s *Service) index(connector, filter, safety string, tools []gateway.Tool) *catalogIndex {
+	key := indexKey{connector, filter, safety}
 	if len(tools) > 0 {
 		s.mu.Lock()
 		ix := s.indexes[key]

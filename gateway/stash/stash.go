@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/store"
 )
@@ -41,9 +42,11 @@ type Page struct {
 // Store is the get_result store; a shared store can replace Memory.
 // Get's offset and limit are UTF-8 bytes; limit 0 means the store's default
 // page size (the deployment-wide inline cap).
+// Each entry belongs to the actor whose call stashed it: Get by anyone else
+// is ErrUnknownHandle, exactly the answer for an id never issued.
 type Store interface {
-	Put(ctx context.Context, data string) (handle string, err error)
-	Get(ctx context.Context, handle string, offset, limit int) (Page, error)
+	Put(ctx context.Context, owner actor.ID, data string) (handle string, err error)
+	Get(ctx context.Context, owner actor.ID, handle string, offset, limit int) (Page, error)
 }
 
 // Sentinel errors; match with errors.Is. Get wraps them in *HandleError.
@@ -124,7 +127,7 @@ func NewMemory(opts Options) *Stash { return New(store.NewMemory(), opts) }
 
 // Put stores data under a new unguessable handle (a random UUID). A store
 // failure matches store.ErrUnavailable.
-func (s *Stash) Put(ctx context.Context, data string) (string, error) {
+func (s *Stash) Put(ctx context.Context, owner actor.ID, data string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("stash put: %w", err)
 	}
@@ -133,7 +136,7 @@ func (s *Stash) Put(ctx context.Context, data string) (string, error) {
 		return "", fmt.Errorf("stash put: %d bytes over the %d-byte stash: %w", size, s.maxBytes, ErrTooLarge)
 	}
 	handle := newHandle()
-	err := s.st.PutResult(ctx, handle, []byte(data), s.now().Add(s.ttl), s.maxBytes)
+	err := s.st.PutResult(ctx, handle, owner.Key(), []byte(data), s.now().Add(s.ttl), s.maxBytes)
 	if errors.Is(err, store.ErrTooLarge) {
 		return "", fmt.Errorf("stash put: %d bytes over the %d-byte stash: %w", size, s.maxBytes, ErrTooLarge)
 	}
@@ -147,7 +150,7 @@ func (s *Stash) Put(ctx context.Context, data string) (string, error) {
 // the start of its UTF-8 character) and at most limit bytes long (the end
 // moved back to a character start, or forward past one character when the
 // page would otherwise be empty). An offset at or past the end gives "".
-func (s *Stash) Get(ctx context.Context, handle string, offset, limit int) (Page, error) {
+func (s *Stash) Get(ctx context.Context, owner actor.ID, handle string, offset, limit int) (Page, error) {
 	if err := ctx.Err(); err != nil {
 		return Page{}, fmt.Errorf("stash get: %w", err)
 	}
@@ -162,7 +165,7 @@ func (s *Stash) Get(ctx context.Context, handle string, offset, limit int) (Page
 	}
 	// The window covers every byte the alignment rules may look at.
 	base := max(0, offset-(maxRuneBytes-1))
-	win, total, err := s.st.ResultWindow(ctx, handle, base, offset+limit+maxRuneBytes, s.now())
+	win, total, err := s.st.ResultWindow(ctx, handle, owner.Key(), base, offset+limit+maxRuneBytes, s.now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Page{}, &HandleError{Handle: handle, Err: ErrUnknownHandle}

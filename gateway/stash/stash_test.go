@@ -10,7 +10,35 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/connecta-dev/connecta/actor"
 )
+
+var laptop = actor.StaticToken("laptop")
+
+// An entry is another actor's: every kind of other actor, even one whose
+// display form or id equals the owner's, gets exactly the unknown-id error.
+func TestEntryIsUnknownToEveryOtherActor(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(Options{})
+	h, err := m.Put(ctx, laptop, "page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, never := m.Get(ctx, laptop, "no-such-id", 0, 0)
+	for _, other := range []actor.ID{actor.StaticToken("ci"), actor.IssuedToken("laptop"), actor.OIDCSubject("laptop"), actor.LocalUser, actor.StdioClient, {}} {
+		_, err := m.Get(ctx, other, h, 0, 0)
+		if !errors.Is(err, ErrUnknownHandle) {
+			t.Fatalf("%v read laptop's entry: %v", other, err)
+		}
+		if strings.ReplaceAll(err.Error(), h, "ID") != strings.ReplaceAll(never.Error(), "no-such-id", "ID") {
+			t.Fatalf("%v got %q, not the unknown-id answer %q", other, err, never)
+		}
+	}
+	if p, err := m.Get(ctx, laptop, h, 0, 0); err != nil || p.Text != "page" {
+		t.Fatalf("owner: %+v, %v", p, err)
+	}
+}
 
 type clock struct {
 	mu sync.Mutex
@@ -32,7 +60,7 @@ func readAll(t *testing.T, s Store, handle string, limit int) (string, int) {
 	var b strings.Builder
 	offset, pages := 0, 0
 	for {
-		p, err := s.Get(context.Background(), handle, offset, limit)
+		p, err := s.Get(context.Background(), laptop, handle, offset, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +85,7 @@ func readAll(t *testing.T, s Store, handle string, limit int) (string, int) {
 func TestGetResult_PagesReproduceTextByteForByte(t *testing.T) {
 	m := NewMemory(Options{})
 	text := strings.Repeat("aé😀中", 1000)
-	h, err := m.Put(context.Background(), text)
+	h, err := m.Put(context.Background(), laptop, text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +100,7 @@ func TestGetResult_PagesReproduceTextByteForByte(t *testing.T) {
 func TestGetResult_UTF8Alignment(t *testing.T) {
 	m := NewMemory(Options{})
 	text := "a😀b" // a at 0, 😀 at 1..4, b at 5
-	h, _ := m.Put(context.Background(), text)
+	h, _ := m.Put(context.Background(), laptop, text)
 	ctx := context.Background()
 	cases := []struct {
 		offset, limit int
@@ -91,7 +119,7 @@ func TestGetResult_UTF8Alignment(t *testing.T) {
 		{0, 0, 0, "a😀b", -1},  // limit 0 = default page size
 	}
 	for _, tc := range cases {
-		p, err := m.Get(ctx, h, tc.offset, tc.limit)
+		p, err := m.Get(ctx, laptop, h, tc.offset, tc.limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,9 +138,9 @@ func TestGetResult_TypedErrors(t *testing.T) {
 	c := newClock()
 	m := NewMemory(Options{TTL: time.Minute, Now: c.now})
 	ctx := context.Background()
-	h, _ := m.Put(ctx, "data")
+	h, _ := m.Put(ctx, laptop, "data")
 
-	_, err := m.Get(ctx, "nope", 0, 10)
+	_, err := m.Get(ctx, laptop, "nope", 0, 10)
 	var he *HandleError
 	if !errors.As(err, &he) || !errors.Is(err, ErrUnknownHandle) {
 		t.Fatalf("unknown handle: %v", err)
@@ -120,26 +148,26 @@ func TestGetResult_TypedErrors(t *testing.T) {
 	if err.Error() != `Unknown or expired result id "nope"` {
 		t.Fatalf("message %q", err.Error())
 	}
-	_, err = m.Get(ctx, strings.Repeat("x", 10_000), 0, 10)
+	_, err = m.Get(ctx, laptop, strings.Repeat("x", 10_000), 0, 10)
 	if len(err.Error()) > 200 {
 		t.Fatalf("hostile handle not clamped in the message: %d bytes", len(err.Error()))
 	}
 
 	var re *RangeError
-	if _, err := m.Get(ctx, h, -1, 10); !errors.As(err, &re) || re.Field != "offset" {
+	if _, err := m.Get(ctx, laptop, h, -1, 10); !errors.As(err, &re) || re.Field != "offset" {
 		t.Fatalf("negative offset: %v", err)
 	}
-	if _, err := m.Get(ctx, h, 0, -1); !errors.As(err, &re) || re.Field != "maxBytes" {
+	if _, err := m.Get(ctx, laptop, h, 0, -1); !errors.As(err, &re) || re.Field != "maxBytes" {
 		t.Fatalf("negative limit: %v", err)
 	}
 
 	c.advance(time.Minute)
-	if _, err := m.Get(ctx, h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
+	if _, err := m.Get(ctx, laptop, h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
 		t.Fatalf("expired handle: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := m.Put(cctx, "x"); !errors.Is(err, context.Canceled) {
+	if _, err := m.Put(cctx, laptop, "x"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled put: %v", err)
 	}
 }
@@ -147,13 +175,13 @@ func TestGetResult_TypedErrors(t *testing.T) {
 func TestGetResult_TTLBeforeExpiry(t *testing.T) {
 	c := newClock()
 	m := NewMemory(Options{TTL: time.Minute, Now: c.now})
-	h, _ := m.Put(context.Background(), "data")
+	h, _ := m.Put(context.Background(), laptop, "data")
 	c.advance(time.Minute - time.Nanosecond)
-	if _, err := m.Get(context.Background(), h, 0, 10); err != nil {
+	if _, err := m.Get(context.Background(), laptop, h, 0, 10); err != nil {
 		t.Fatalf("entry gone before its TTL: %v", err)
 	}
 	c.advance(time.Nanosecond)
-	if _, err := m.Get(context.Background(), h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
+	if _, err := m.Get(context.Background(), laptop, h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
 		t.Fatalf("entry alive at its TTL: %v", err)
 	}
 }
@@ -164,13 +192,13 @@ func TestGetResult_TTLBeforeExpiry(t *testing.T) {
 func TestGetResult_WindowedPagesEqualWholeTextPages(t *testing.T) {
 	m := NewMemory(Options{})
 	text := "aé😀中\xff\xfe" + strings.Repeat("x😀", 5) + "\xe4\xb8" + "end中"
-	h, err := m.Put(context.Background(), text)
+	h, err := m.Put(context.Background(), laptop, text)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for offset := 0; offset <= len(text)+2; offset++ {
 		for _, limit := range []int{1, 2, 3, 4, 5, 9, len(text)} {
-			got, err := m.Get(context.Background(), h, offset, limit)
+			got, err := m.Get(context.Background(), laptop, h, offset, limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,25 +214,25 @@ func TestGetResult_WindowedPagesEqualWholeTextPages(t *testing.T) {
 func TestGetResult_BoundedByBytesEvictsOldest(t *testing.T) {
 	m := NewMemory(Options{MaxBytes: 10})
 	ctx := context.Background()
-	h1, _ := m.Put(ctx, "aaaa")
-	h2, _ := m.Put(ctx, "bbbb")
-	h3, _ := m.Put(ctx, "cccc") // evicts h1
-	if _, err := m.Get(ctx, h1, 0, 0); !errors.Is(err, ErrUnknownHandle) {
+	h1, _ := m.Put(ctx, laptop, "aaaa")
+	h2, _ := m.Put(ctx, laptop, "bbbb")
+	h3, _ := m.Put(ctx, laptop, "cccc") // evicts h1
+	if _, err := m.Get(ctx, laptop, h1, 0, 0); !errors.Is(err, ErrUnknownHandle) {
 		t.Fatalf("oldest not evicted: %v", err)
 	}
 	for _, h := range []string{h2, h3} {
-		if _, err := m.Get(ctx, h, 0, 0); err != nil {
+		if _, err := m.Get(ctx, laptop, h, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.Put(ctx, strings.Repeat("z", 11)); !errors.Is(err, ErrTooLarge) {
+	if _, err := m.Put(ctx, laptop, strings.Repeat("z", 11)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized put: %v", err)
 	}
-	if _, err := m.Put(ctx, strings.Repeat("z", 10)); err != nil {
+	if _, err := m.Put(ctx, laptop, strings.Repeat("z", 10)); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{h2, h3} {
-		if _, err := m.Get(ctx, h, 0, 0); !errors.Is(err, ErrUnknownHandle) {
+		if _, err := m.Get(ctx, laptop, h, 0, 0); !errors.Is(err, ErrUnknownHandle) {
 			t.Fatalf("a full-size put evicts everything else: %v", err)
 		}
 	}
@@ -215,7 +243,7 @@ func TestGetResult_HandlesAreUnguessable(t *testing.T) {
 	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
 	for i := 0; i < 1000; i++ {
-		h, err := m.Put(context.Background(), "x")
+		h, err := m.Put(context.Background(), laptop, "x")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,12 +263,12 @@ func TestGetResult_Concurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				data := fmt.Sprintf("%d-%d-%s", g, i, strings.Repeat("é", i%50))
-				h, err := m.Put(context.Background(), data)
+				h, err := m.Put(context.Background(), laptop, data)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				p, err := m.Get(context.Background(), h, 0, len(data))
+				p, err := m.Get(context.Background(), laptop, h, 0, len(data))
 				if err == nil && p.Text != data {
 					t.Errorf("got %q want %q", p.Text, data)
 				} else if err != nil && !errors.Is(err, ErrUnknownHandle) {

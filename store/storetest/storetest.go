@@ -33,6 +33,11 @@ func Run(t *testing.T, b Backend) {
 	t.Run("StashPagesWindows", func(t *testing.T) { stashWindows(t, b) })
 	t.Run("StashExpiryAndSweep", func(t *testing.T) { stashExpiry(t, b) })
 	t.Run("StashByteBoundEvictsOldest", func(t *testing.T) { stashBound(t, b) })
+	t.Run("StashEntryBelongsToItsActor", func(t *testing.T) { stashOwner(t, b) })
+	t.Run("TokenNarrowingIsKept", func(t *testing.T) { tokenNarrowing(t, b) })
+	t.Run("CatalogCompareAndSwap", func(t *testing.T) { catalogs(t, b) })
+	t.Run("CatalogApprovalsOverwriteOrKeep", func(t *testing.T) { approvals(t, b) })
+	t.Run("CatalogTenThousandTools", func(t *testing.T) { bigCatalog(t, b) })
 	t.Run("ActivityNewestFirstWithCursor", func(t *testing.T) { activityPaging(t, b) })
 	t.Run("ActivityFilters", func(t *testing.T) { activityFilters(t, b) })
 	t.Run("ActivityRetention", func(t *testing.T) { activityRetention(t, b) })
@@ -42,11 +47,11 @@ func Run(t *testing.T, b Backend) {
 	t.Run("AuditNewestFirst", func(t *testing.T) { audit(t, b) })
 	t.Run("TokensByDigestAndRevoked", func(t *testing.T) { tokens(t, b) })
 	t.Run("SessionsExpire", func(t *testing.T) { sessions(t, b) })
-	t.Run("CatalogCompareAndSwap", func(t *testing.T) { catalogs(t, b) })
-	t.Run("CatalogApprovalsOverwriteOrKeep", func(t *testing.T) { approvals(t, b) })
-	t.Run("CatalogTenThousandTools", func(t *testing.T) { bigCatalog(t, b) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { concurrent(t, b) })
 }
+
+// owner is the actor key the stash cases write and read as.
+const owner = "static:laptop"
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -58,11 +63,11 @@ func stashWindows(t *testing.T, b Backend) {
 	s, c := b.Open(t), ctx(t)
 	now := time.Now()
 	data := []byte(strings.Repeat("héllo wörld ", 1000))
-	if err := s.PutResult(c, "r1", data, now.Add(time.Minute), 1<<20); err != nil {
+	if err := s.PutResult(c, "r1", owner, data, now.Add(time.Minute), 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range [][2]int{{0, 10}, {5, 5000}, {len(data) - 3, len(data) + 100}, {len(data) + 5, len(data) + 10}} {
-		got, total, err := s.ResultWindow(c, "r1", w[0], w[1], now)
+		got, total, err := s.ResultWindow(c, "r1", owner, w[0], w[1], now)
 		if err != nil {
 			t.Fatalf("window %v: %v", w, err)
 		}
@@ -74,10 +79,10 @@ func stashWindows(t *testing.T, b Backend) {
 			t.Fatalf("window %v: got %d bytes, want %d", w, len(got), to-from)
 		}
 	}
-	if _, _, err := s.ResultWindow(c, "nope", 0, 10, now); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.ResultWindow(c, "nope", owner, 0, 10, now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown id: %v, want ErrNotFound", err)
 	}
-	if err := s.PutResult(c, "big", make([]byte, 101), now.Add(time.Minute), 100); !errors.Is(err, store.ErrTooLarge) {
+	if err := s.PutResult(c, "big", owner, make([]byte, 101), now.Add(time.Minute), 100); !errors.Is(err, store.ErrTooLarge) {
 		t.Fatalf("oversized put: %v, want ErrTooLarge", err)
 	}
 }
@@ -86,15 +91,15 @@ func stashExpiry(t *testing.T, b Backend) {
 	s, c := b.Open(t), ctx(t)
 	now := time.Now()
 	for i := range 10 {
-		if err := s.PutResult(c, fmt.Sprint("e", i), []byte("x"), now.Add(time.Second), 1<<20); err != nil {
+		if err := s.PutResult(c, fmt.Sprint("e", i), owner, []byte("x"), now.Add(time.Second), 1<<20); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutResult(c, "live", []byte("y"), now.Add(time.Hour), 1<<20); err != nil {
+	if err := s.PutResult(c, "live", owner, []byte("y"), now.Add(time.Hour), 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	later := now.Add(2 * time.Second)
-	if _, _, err := s.ResultWindow(c, "e0", 0, 1, later); !errors.Is(err, store.ErrExpired) {
+	if _, _, err := s.ResultWindow(c, "e0", owner, 0, 1, later); !errors.Is(err, store.ErrExpired) {
 		t.Fatalf("expired read: %v, want ErrExpired", err)
 	}
 	n, err := s.SweepResults(c, later, 3)
@@ -106,11 +111,11 @@ func stashExpiry(t *testing.T, b Backend) {
 		t.Fatalf("second sweep: %d, %v; want 7", n, err)
 	}
 	for i := range 10 {
-		if _, _, err := s.ResultWindow(c, fmt.Sprint("e", i), 0, 1, later); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := s.ResultWindow(c, fmt.Sprint("e", i), owner, 0, 1, later); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("swept e%d: %v, want ErrNotFound", i, err)
 		}
 	}
-	if got, _, err := s.ResultWindow(c, "live", 0, 1, later); err != nil || string(got) != "y" {
+	if got, _, err := s.ResultWindow(c, "live", owner, 0, 1, later); err != nil || string(got) != "y" {
 		t.Fatalf("live survived the sweep: %q, %v", got, err)
 	}
 }
@@ -119,16 +124,16 @@ func stashBound(t *testing.T, b Backend) {
 	s, c := b.Open(t), ctx(t)
 	now := time.Now()
 	for i := range 3 {
-		if err := s.PutResult(c, fmt.Sprint("b", i), bytes.Repeat([]byte{'a' + byte(i)}, 40), now.Add(time.Hour), 100); err != nil {
+		if err := s.PutResult(c, fmt.Sprint("b", i), owner, bytes.Repeat([]byte{'a' + byte(i)}, 40), now.Add(time.Hour), 100); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond) // distinct creation times
 	}
-	if _, _, err := s.ResultWindow(c, "b0", 0, 1, now); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.ResultWindow(c, "b0", owner, 0, 1, now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("oldest should be evicted: %v", err)
 	}
 	for _, id := range []string{"b1", "b2"} {
-		if _, _, err := s.ResultWindow(c, id, 0, 1, now); err != nil {
+		if _, _, err := s.ResultWindow(c, id, owner, 0, 1, now); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
@@ -381,7 +386,7 @@ func concurrent(t *testing.T, b Backend) {
 		wg.Go(func() {
 			for i := range each {
 				id := fmt.Sprintf("w%d-%d", w, i)
-				if err := h.PutResult(c, id, bytes.Repeat([]byte{'x'}, size), now.Add(time.Hour), bound); err != nil {
+				if err := h.PutResult(c, id, owner, bytes.Repeat([]byte{'x'}, size), now.Add(time.Hour), bound); err != nil {
 					errs <- err
 				}
 				if err := h.AppendActivity(c, []store.ActivityRecord{rec(w*1000+i, now, "demo", "success", id)}); err != nil {
@@ -403,7 +408,7 @@ func concurrent(t *testing.T, b Backend) {
 	live := 0
 	for w := range writers {
 		for i := range each {
-			if _, _, err := s.ResultWindow(c, fmt.Sprintf("w%d-%d", w, i), 0, 1, now); err == nil {
+			if _, _, err := s.ResultWindow(c, fmt.Sprintf("w%d-%d", w, i), owner, 0, 1, now); err == nil {
 				live++
 			}
 		}
@@ -477,6 +482,74 @@ func sessions(t *testing.T, b Backend) {
 	}
 	if _, err := s.GetSession(c, "s1", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted: %v", err)
+	}
+}
+
+// stashOwner: an entry reads only for the actor that stashed it; for every
+// other actor it is unknown — exactly the answer of an id never stored,
+// expired or not — and the owner's reads are unchanged by their attempts.
+func stashOwner(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	now := time.Now()
+	if err := s.PutResult(c, "mine", owner, []byte("secret page"), now.Add(time.Minute), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(c, "old", owner, []byte("x"), now.Add(time.Second), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"static:ci", "issued:laptop", "oidc:laptop", "local:", ""} {
+		if _, _, err := s.ResultWindow(c, "mine", other, 0, 100, now); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%q read another actor's entry: %v, want ErrNotFound", other, err)
+		}
+		if _, _, err := s.ResultWindow(c, "old", other, 0, 1, now.Add(2*time.Second)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%q learnt another actor's entry expired: %v, want ErrNotFound", other, err)
+		}
+	}
+	if got, _, err := s.ResultWindow(c, "mine", owner, 0, 100, now); err != nil || string(got) != "secret page" {
+		t.Fatalf("owner's read: %q, %v", got, err)
+	}
+	if twin := b.Twin; twin != nil {
+		other := twin(t, s)
+		if _, _, err := other.ResultWindow(c, "mine", "static:ci", 0, 100, now); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("another replica served another actor: %v", err)
+		}
+		if got, _, err := other.ResultWindow(c, "mine", owner, 0, 100, now); err != nil || string(got) != "secret page" {
+			t.Fatalf("another replica, owner's read: %q, %v", got, err)
+		}
+	}
+}
+
+// tokenNarrowing: an issued token's connector list survives the store (and
+// another replica's handle) as written; nil stays nil (not narrowed) and an
+// empty list stays empty (narrowed to nothing).
+func tokenNarrowing(t *testing.T, b Backend) {
+	s, c := b.Open(t), ctx(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i, conns := range [][]string{nil, {}, {"tracker", "docs"}} {
+		tok := store.AccessToken{ID: fmt.Sprint("n", i), Digest: fmt.Sprint("nd", i), Name: "ci", CreatedBy: "alice",
+			CreatedAt: base.Add(time.Duration(i) * time.Second), Connectors: conns}
+		if err := s.PutToken(c, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(st store.Store, where string) {
+		for i, want := range [][]string{nil, {}, {"tracker", "docs"}} {
+			got, err := st.TokenByDigest(c, fmt.Sprint("nd", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got.Connectors == nil) != (want == nil) || fmt.Sprint(got.Connectors) != fmt.Sprint(want) {
+				t.Fatalf("%s: token n%d connectors %#v, want %#v", where, i, got.Connectors, want)
+			}
+		}
+		list, err := st.ListTokens(c)
+		if err != nil || len(list) != 3 || fmt.Sprint(list[0].Connectors) != "[tracker docs]" {
+			t.Fatalf("%s: list %+v, %v", where, list, err)
+		}
+	}
+	check(s, "same handle")
+	if b.Twin != nil {
+		check(b.Twin(t, s), "another replica")
 	}
 }
 

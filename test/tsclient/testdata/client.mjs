@@ -115,6 +115,23 @@ async function main() {
       await client.close();
       return;
     }
+    // Access rules: what one caller ($CONNECTA_TS_TOKEN) sees at each door,
+    // as exact texts, for the Go side to compare with a server configured
+    // without what the caller cannot reach.
+    case "access": {
+      const token = process.env.CONNECTA_TS_TOKEN || "";
+      const client = new Client({ name: "ts-client", version: "1.0.0" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+      const text = (r) => JSON.stringify({ isError: !!r.isError, content: r.content });
+      const { tools } = await client.listTools();
+      const out = { tools: JSON.stringify(tools) };
+      for (const [name, args] of JSON.parse(process.env.CONNECTA_TS_CALLS || "[]")) {
+        out[name + " " + JSON.stringify(args)] = text(await client.callTool({ name, arguments: args }));
+      }
+      print(out);
+      await client.close();
+      return;
+    }
     default:
       throw new Error("unknown scenario " + scenario);
   }

@@ -1,0 +1,208 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// AccessRule is one entry of `access` (docs/DECISIONS.md "Access rules"): who
+// it admits (exactly one callers form) and what they reach. A caller reaches
+// the union of the rules that match it.
+type AccessRule struct {
+	// Callers: static auth.tokens names, an auth.oidc.callers-form rule
+	// over the access token's claims, or every issued token.
+	Tokens       []string
+	OIDC         *Rule
+	IssuedTokens bool
+
+	// Connectors are configured ids; AllConnectors is "*".
+	Connectors    []string
+	AllConnectors bool
+	// Tools are `*`-only globs over the whole address connector.tool, each
+	// within Connectors; nil = every tool of them.
+	Tools []string
+	// Writes admits tools that are not read-only.
+	Writes bool
+	Line   int
+}
+
+// Access is the `access` key: nil when absent (every caller reaches
+// everything); present, a caller reaches only what its rules give.
+type Access struct {
+	Rules []AccessRule
+	Line  int
+}
+
+// access decodes `access`; checkAccess, once auth and connectors are
+// decoded, checks it against them.
+func (d *decoder) access(n *yaml.Node, c *Config) {
+	c.Access = &Access{Line: n.Line}
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, "access", "expected a list of rules ({callers, connectors, tools?, writes?}), got %s", kindName(n))
+		return
+	}
+	for i, item := range n.Content {
+		path := fmt.Sprintf("access[%d]", i)
+		fs, ok := d.fields(item, path, "callers", "connectors", "tools", "writes")
+		if !ok {
+			continue
+		}
+		r := AccessRule{Line: item.Line}
+		good := true
+		if e, ok := fs["callers"]; !ok {
+			d.fail(item, path+".callers", "is required: {tokens: [NAME...]}, {oidc: {emails: [...]} or {claim: {name, value}}} or {issuedTokens: true}")
+			good = false
+		} else if !d.accessCallers(e.val, path+".callers", &r) {
+			good = false
+		}
+		if e, ok := fs["connectors"]; !ok {
+			d.fail(item, path+".connectors", `is required: connector ids, or ["*"] for every connector`)
+			good = false
+		} else if ids, ok := d.strList(e.val, path+".connectors"); !ok {
+			good = false
+		} else if len(ids) == 0 {
+			d.fail(e.val, path+".connectors", `must not be empty: connector ids, or ["*"] for every connector`)
+			good = false
+		} else {
+			for _, id := range ids {
+				if id == "*" {
+					r.AllConnectors = true
+				} else {
+					r.Connectors = append(r.Connectors, id)
+				}
+			}
+		}
+		if e, ok := fs["tools"]; ok {
+			globs, ok := d.strList(e.val, path+".tools")
+			switch {
+			case !ok:
+				good = false
+			case len(globs) == 0:
+				d.fail(e.val, path+".tools", "must not be empty (leave it out to reach every tool of the rule's connectors)")
+				good = false
+			default:
+				r.Tools = globs
+			}
+		}
+		if e, ok := fs["writes"]; ok {
+			if v, ok := d.boolean(e.val, path+".writes"); ok {
+				r.Writes = v
+			} else {
+				good = false
+			}
+		}
+		if good {
+			c.Access.Rules = append(c.Access.Rules, r)
+		}
+	}
+}
+
+func (d *decoder) accessCallers(n *yaml.Node, path string, r *AccessRule) bool {
+	fs, ok := d.fields(n, path, "tokens", "oidc", "issuedTokens")
+	if !ok {
+		return false
+	}
+	if len(fs) != 1 {
+		d.fail(n, path, "give exactly one of tokens, oidc or issuedTokens (write another rule for another kind of caller)")
+		return false
+	}
+	if e, ok := fs["tokens"]; ok {
+		names, ok := d.strList(e.val, path+".tokens")
+		if ok && len(names) == 0 {
+			d.fail(e.val, path+".tokens", "must name at least one auth.tokens entry")
+			return false
+		}
+		r.Tokens = names
+		return ok
+	}
+	if e, ok := fs["oidc"]; ok {
+		rule, ok := d.rule(e.val, path+".oidc", true)
+		if ok {
+			r.OIDC = &rule
+		}
+		return ok
+	}
+	e := fs["issuedTokens"]
+	v, ok := d.boolean(e.val, path+".issuedTokens")
+	if ok && !v {
+		d.fail(e.val, path+".issuedTokens", "must be true (a rule that admits no caller is a mistake)")
+		return false
+	}
+	r.IssuedTokens = v
+	return ok
+}
+
+// checkAccess refuses rules that cannot mean what they say: access on a
+// server without auth, a token name that is not configured, an oidc rule
+// without auth.oidc, issuedTokens without accessTokens, an unknown
+// connector, a glob outside its rule's connectors.
+func (d *decoder) checkAccess(c *Config) {
+	a := c.Access
+	if a == nil {
+		return
+	}
+	if len(c.Auth.Tokens) == 0 && c.Auth.OIDC == nil && !c.AccessTokens.Enabled {
+		d.fail(&yaml.Node{Line: a.Line, Column: 1}, "access", "needs inbound auth (auth.tokens, auth.oidc or accessTokens): a server without auth has one caller, so there is nothing to tell apart")
+		return
+	}
+	names := map[string]bool{}
+	for _, t := range c.Auth.Tokens {
+		names[t.Name] = true
+	}
+	ids := map[string]bool{}
+	for _, cn := range c.Connectors {
+		ids[cn.ID] = true
+	}
+	at := func(r AccessRule) *yaml.Node { return &yaml.Node{Line: r.Line, Column: 1} }
+	for i, r := range a.Rules {
+		path := fmt.Sprintf("access[%d]", i)
+		for k, name := range r.Tokens {
+			if !names[name] {
+				d.fail(at(r), fmt.Sprintf("%s.callers.tokens[%d]", path, k), "%q names no auth.tokens entry", clip(name))
+			}
+		}
+		if r.OIDC != nil && c.Auth.OIDC == nil {
+			d.fail(at(r), path+".callers.oidc", "needs auth.oidc")
+		}
+		if r.IssuedTokens && !c.AccessTokens.Enabled {
+			d.fail(at(r), path+".callers.issuedTokens", "needs accessTokens (no token can be issued without it)")
+		}
+		for k, id := range r.Connectors {
+			if !ids[id] {
+				d.fail(at(r), fmt.Sprintf("%s.connectors[%d]", path, k), "%q is not a configured connector id%s", clip(id), suggestID(id, c.Connectors))
+			}
+		}
+		for k, g := range r.Tools {
+			if !r.AllConnectors && !globWithin(g, r.Connectors) {
+				d.fail(at(r), fmt.Sprintf("%s.tools[%d]", path, k), "%q matches no tool of the rule's connectors (%s): globs match the whole address connector.tool", clip(g), strings.Join(r.Connectors, ", "))
+			}
+		}
+	}
+}
+
+// globWithin reports whether the `*`-only glob can match an address of one
+// of the connectors: its literal start (before the first `*`) is
+// compatible with "<id>.".
+func globWithin(glob string, connectors []string) bool {
+	lit, _, _ := strings.Cut(glob, "*")
+	for _, id := range connectors {
+		p := id + "."
+		if strings.HasPrefix(lit, p) || strings.HasPrefix(p, lit) {
+			return true
+		}
+	}
+	return false
+}
+
+func suggestID(id string, cs []Connector) string {
+	known := make([]string, len(cs))
+	for i, c := range cs {
+		known[i] = c.ID
+	}
+	if len(known) == 0 {
+		return " (no connectors are configured)"
+	}
+	return suggest(id, known)
+}
