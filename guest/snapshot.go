@@ -104,3 +104,10 @@ func (e *Engine) restoreSnapshot(ctx context.Context, data []byte) error {
 	e.primed = mod
 	return nil
 }
+
+// RestoreSnapshot is Start with data as the snapshot (see
+// EngineOptions.Snapshot): a caller that reads the snapshot itself, after
+// Compile, passes it here.
+func (e *Engine) RestoreSnapshot(ctx context.Context, data []byte) error {
+	return e.restoreSnapshot(ctx, data)
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/connecta-dev/connecta/guest"
+	"github.com/connecta-dev/connecta/internal/caps"
 	"github.com/connecta-dev/connecta/ipc"
 )
 
@@ -45,6 +46,7 @@ type probeReport struct {
 	OpenCreate  string
 	Exec        string
 	Relaxed     bool
+	Caps        caps.Sets // of the whole process, from /proc/self/status
 }
 
 func errText(err error) string {
@@ -67,6 +69,7 @@ func runProbe() int {
 		return 1
 	}
 	var r probeReport
+	r.Caps, _ = caps.Read("/proc/self/status")
 	r.Env = os.Environ()
 	r.Cwd, _ = os.Getwd()
 	r.OwnGroup = unix.Getpgrp() == os.Getpid()
@@ -114,13 +117,22 @@ func TestHardening_ChildCannotReachTheWorld(t *testing.T) {
 	cmd := exec.Command("/proc/self/exe", probeMarker)
 	cmd.Env = []string{"DEPLOYMENT_SECRET=hunter2", "HOME=/root"} // must not survive
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.Output()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := startAsPoolDoes(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	out := stdout.String()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	var r probeReport
-	if err := json.Unmarshal(out, &r); err != nil {
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Caps != (caps.Sets{}) {
+		t.Fatalf("capabilities left: %+v", r.Caps)
 	}
 	if len(r.Env) != 0 || r.Cwd != "/" || !r.OwnGroup || !r.NoNewPrivs || r.Dumpable {
 		t.Fatalf("process state: %+v", r)
@@ -141,72 +153,42 @@ func TestHardening_ChildCannotReachTheWorld(t *testing.T) {
 	}
 }
 
-func TestCacheDir_MustBeOursAnd0700(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good")
-	os.Mkdir(good, 0o700)
-	open := filepath.Join(dir, "open")
-	os.Mkdir(open, 0o755)
-	os.Chmod(open, 0o755)
-	file := filepath.Join(dir, "file")
-	os.WriteFile(file, nil, 0o600)
-	link := filepath.Join(dir, "link")
-	os.Symlink(good, link)
-	if err := checkCacheDir(good); err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range []string{open, file, link, "relative/dir", filepath.Join(dir, "missing")} {
-		if checkCacheDir(bad) == nil {
-			t.Errorf("%s accepted", bad)
+// startAsPoolDoes starts cmd from a thread without bounding or inheritable
+// capabilities, as the supervisor's forking thread is (the thread is thrown
+// away after).
+func startAsPoolDoes(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := caps.DropForExec(); err != nil {
+			errc <- err
+			return
 		}
-	}
+		errc <- cmd.Start()
+	}()
+	return <-errc
 }
 
-func TestCache_PruneStaleVersions(t *testing.T) {
-	dir := t.TempDir()
-	cur := currentCacheVersionDir()
-	for _, d := range []string{cur, "wazero-v0.0.1-amd64-linux", "wazero-dev-amd64-linux", "unrelated"} {
-		os.Mkdir(filepath.Join(dir, d), 0o700)
+// A child started with capabilities in a build where it cannot drop them on
+// every thread (cgo) refuses to run; where it can, it drops them all.
+func TestHardening_ChildStartedWithCapabilitiesDropsThemOrRefuses(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: only root starts a child with capabilities")
 	}
-	pruneStaleCaches(dir)
-	ents, _ := os.ReadDir(dir)
-	var left []string
-	for _, e := range ents {
-		left = append(left, e.Name())
-	}
-	want := []string{cur, "unrelated"}
-	if cur > "unrelated" {
-		want = []string{"unrelated", cur}
-	}
-	if strings.Join(left, ",") != strings.Join(want, ",") {
-		t.Fatalf("left %v, want %v", left, want)
-	}
-}
-
-// The directory the prune keeps is the one wazero itself writes: a build
-// whose wazero is replaced by our patched tree reports "(devel)" for the
-// replacement, and pruning by that name removed the real cache on every
-// warm-up.
-func TestCache_WarmKeepsWazerosOwnDirectory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if code := warmCache(ipc.ChildArgs{Mode: ipc.ModeWarm, CacheDir: dir}); code != exitOK {
-			t.Fatalf("warmCache exit %d", code)
+	cmd := exec.Command("/proc/self/exe", probeMarker)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.Output()
+	if err != nil {
+		if !strings.Contains(string(out), "caps:") {
+			t.Fatalf("refused without naming capabilities: %v: %s", err, out)
 		}
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The compilation cache, and the snapshot the warm-up persists.
-		if len(ents) != 2 || ents[0].Name() != guest.SnapshotFileName() || ents[1].Name() != currentCacheVersionDir() {
-			t.Fatalf("cache holds %v, want %s and %s", ents, guest.SnapshotFileName(), currentCacheVersionDir())
-		}
-		files, _ := os.ReadDir(filepath.Join(dir, ents[1].Name()))
-		if len(files) == 0 {
-			t.Fatal("no compiled module in the cache")
-		}
+		return // refused: a cgo build
+	}
+	var r probeReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Caps != (caps.Sets{}) {
+		t.Fatalf("capabilities left: %+v", r.Caps)
 	}
 }
