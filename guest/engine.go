@@ -187,6 +187,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	return e.takeSnapshot(ctx)
 }
 
+// Started reports whether Start (or StartFresh, or RestoreSnapshot) has
+// made the template instance: before it, no guest code has run.
+func (e *Engine) Started() bool {
+	e.primeMu.Lock()
+	defer e.primeMu.Unlock()
+	return e.primed != nil || e.snapshotPages != 0
+}
+
 // StartFresh is Start ignoring opts.Snapshot.
 func (e *Engine) StartFresh(ctx context.Context) error { return e.takeSnapshot(ctx) }
 

@@ -95,10 +95,12 @@ func (e *Engine) restoreSnapshot(ctx context.Context, data []byte) error {
 	mod, err := e.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), e.compiled,
 		wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
+		e.snapshot, e.snapshotPages = nil, 0
 		return fmt.Errorf("guest: instantiate template: %w", err)
 	}
 	if err := e.restore(mod); err != nil {
 		_ = mod.Close(context.Background())
+		e.snapshot, e.snapshotPages = nil, 0
 		return fmt.Errorf("guest: restore snapshot: %w", err)
 	}
 	e.primed = mod

@@ -64,25 +64,12 @@ func runChild(a ipc.ChildArgs) int {
 		return exitIO
 	}
 	ctx := context.Background()
-	eng, snapshot, note, err := loadEngine(ctx, a)
-	if note != "" {
-		fmt.Fprintln(os.Stderr, "sandbox:", note)
-	}
+	eng, fallback, err := prepareEngine(ctx, a, inherited(), func(*guest.Engine) error { return hardenLate(a) })
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: engine:", err)
-		return exitEngine
-	}
-	warmCodecs()
-	// The compiled code is mapped; nothing of it has run. From here on no
-	// new executable mapping, no open, no exec: only then does guest code
-	// (the snapshot restore, or QuickJS's initialization) run.
-	if err := hardenLate(a); err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: hardening:", err)
-		return exitHardening
-	}
-	fallback, err := startEngine(ctx, eng, snapshot)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: engine:", err)
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		if errors.As(err, new(hardeningError)) {
+			return exitHardening
+		}
 		return exitEngine
 	}
 	// No warm-up run: Start leaves its template instance primed (its
@@ -91,14 +78,50 @@ func runChild(a ipc.ChildArgs) int {
 	return serve(ctx, eng, fallback, ipc.NewReader(in), ipc.NewWriter(out))
 }
 
+// prepareEngine loads the engine, then hardens the process (harden:
+// hardenLate, the seccomp filter), and only then starts the engine: no guest
+// code — not the module's _initialize, not a snapshot restore, not QuickJS —
+// runs before the filter is in force. The compiled code is mapped before it,
+// so the filter can refuse every later executable mapping.
+func prepareEngine(ctx context.Context, a ipc.ChildArgs, d descriptors, harden func(*guest.Engine) error) (eng *guest.Engine, fallback string, err error) {
+	eng, snapshot, note, err := loadEngine(ctx, a, d)
+	if note != "" {
+		fmt.Fprintln(os.Stderr, "sandbox:", note)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("engine: %w", err)
+	}
+	warmCodecs()
+	if err := harden(eng); err != nil {
+		return nil, "", hardeningError{err}
+	}
+	if fallback, err = startEngine(ctx, eng, snapshot); err != nil {
+		return nil, "", fmt.Errorf("engine: %w", err)
+	}
+	return eng, fallback, nil
+}
+
+// descriptors are what the parent handed over after the IPC pipes.
+type descriptors struct{ code, snapshot *os.File }
+
+func inherited() descriptors {
+	return descriptors{os.NewFile(ipc.ChildCodeFD, "compiled-code"), os.NewFile(ipc.ChildSnapshotFD, "snapshot")}
+}
+
+// hardeningError is a failure to harden (exitHardening), not the engine's.
+type hardeningError struct{ err error }
+
+func (e hardeningError) Error() string { return "hardening: " + e.err.Error() }
+func (e hardeningError) Unwrap() error { return e.err }
+
 // loadEngine maps the compiled module the parent handed over in
 // ChildCodeFD (sealed; loaded trusted), or compiles in memory without one;
 // note explains a fallback. It reads the snapshot from ChildSnapshotFD when
 // the parent sent one. Nothing of the module runs here.
-func loadEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, snapshot []byte, note string, err error) {
+func loadEngine(ctx context.Context, a ipc.ChildArgs, d descriptors) (eng *guest.Engine, snapshot []byte, note string, err error) {
 	opts := engineOptions(a.MemoryLimitBytes)
 	if a.CompiledKey != "" {
-		f := os.NewFile(ipc.ChildCodeFD, "compiled-code")
+		f := d.code
 		if serr := checkSealed(f); serr != nil {
 			note = fmt.Sprintf("compiled code descriptor refused, compiling in memory: %v", serr)
 		} else {
@@ -106,7 +129,7 @@ func loadEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, snapsh
 		}
 	}
 	if a.Snapshot {
-		snapshot, err = readSealed(os.NewFile(ipc.ChildSnapshotFD, "snapshot"), maxSnapshotBytes)
+		snapshot, err = readSealed(d.snapshot, maxSnapshotBytes)
 		if err != nil {
 			snapshot, err = nil, nil
 			note = strings.TrimPrefix(note+"; ", "; ") + "snapshot descriptor unusable"
@@ -185,8 +208,8 @@ func readSealed(f *os.File, max int64) ([]byte, error) {
 // hands them to every serving child. The key goes to the parent in a ready
 // frame.
 func warmCache(a ipc.ChildArgs) int {
-	code := os.NewFile(ipc.ChildCodeFD, "compiled-code")
-	snap := os.NewFile(ipc.ChildSnapshotFD, "snapshot")
+	d := inherited()
+	code, snap := d.code, d.snapshot
 	if code == nil || snap == nil {
 		return exitOK // nothing to fill
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/connecta-dev/connecta/guest"
 	"github.com/connecta-dev/connecta/internal/caps"
 	"github.com/connecta-dev/connecta/ipc"
 )
@@ -190,5 +192,43 @@ func TestHardening_ChildStartedWithCapabilitiesDropsThemOrRefuses(t *testing.T) 
 	}
 	if r.Caps != (caps.Sets{}) {
 		t.Fatalf("capabilities left: %+v", r.Caps)
+	}
+}
+
+// No guest code runs before the seccomp filter: the child's engine is loaded
+// (its code mapped) but not started when it hardens, on every path — with
+// no snapshot, which used to run _initialize and QuickJS's setup before the
+// filter, and with a snapshot that is refused (the fallback that did too).
+func TestChild_NoGuestCodeBeforeHardening(t *testing.T) {
+	// A sealed, bogus snapshot as the parent would hand it.
+	fd, err := unix.MemfdCreate("bogus-snapshot", unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(fd, []byte("not a snapshot"))
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+		t.Fatal(err)
+	}
+	snap := os.NewFile(uintptr(fd), "bogus-snapshot")
+	defer snap.Close()
+	for _, a := range []ipc.ChildArgs{
+		{Mode: ipc.ModeServe},
+		{Mode: ipc.ModeServe, Snapshot: true},
+	} {
+		hardened := false
+		eng, fallback, err := prepareEngine(context.Background(), a, descriptors{snapshot: snap}, func(e *guest.Engine) error {
+			if e.Started() {
+				t.Errorf("%+v: guest code ran before hardening", a)
+			}
+			hardened = true
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hardened || !eng.Started() || (fallback != "") != a.Snapshot {
+			t.Fatalf("%+v: hardened %v, started %v, fallback %q", a, hardened, eng.Started(), fallback)
+		}
+		eng.Close()
 	}
 }
