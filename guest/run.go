@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Statuses returned by the shim's exports (quickjs.wasm/shim/shim.c).
@@ -358,7 +360,7 @@ func (r *run) final(st uint64) *Outcome {
 	case stUndefined:
 		return &Outcome{}
 	case stThrown:
-		return failure(ErrThrown, r.output())
+		return failure(ErrThrown, jstext.FromWTF8(r.output())) // text, like a console entry
 	case stSyntax:
 		return failure(ErrSyntax, r.origin.syntaxMessage(r.output()))
 	case stOOM:
@@ -437,7 +439,8 @@ func (r *run) hostLog(level, ptr, n uint32) {
 	if int(level) < len(logLevels) {
 		name = logLevels[level]
 	}
-	text := string(b)
+	// A lone surrogate arrives as WTF-8: one U+FFFD, not one per byte.
+	text := jstext.FromWTF8(string(b))
 	r.logs = append(r.logs, text)
 	r.host.Log(LogEntry{Level: name, Text: text})
 }
