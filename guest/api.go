@@ -151,6 +151,10 @@ type Program struct {
 	Prelude   string     // trusted code run after provider globals exist, before Code
 	Providers []Provider //
 	Limits    Limits
+	// RandomSeed seeds Math.random for this run (64 bits; the sandbox's
+	// parent draws it from its CSPRNG). Zero draws one from crypto/rand
+	// here.
+	RandomSeed uint64
 }
 
 // Call is one host call made by the guest.

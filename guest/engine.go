@@ -2,7 +2,9 @@ package guest
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -436,6 +438,12 @@ func (e *Engine) Run(ctx context.Context, prog Program, host Host) (*Outcome, er
 	defer runtime.UnlockOSThread()
 
 	r := newRun(e, lim, prog.Providers, host)
+	r.seed = prog.RandomSeed
+	if r.seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		r.seed = binary.LittleEndian.Uint64(b[:])
+	}
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the host calls still in flight (L2)
 	defer r.finish()

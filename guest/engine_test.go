@@ -871,3 +871,26 @@ func TestThrown_LoneSurrogateIsOneReplacementCharacter(t *testing.T) {
 		t.Fatalf("thrown %+v", out.Err)
 	}
 }
+
+// Math.random is seeded per run from Program.RandomSeed (the parent's
+// CSPRNG): the same seed gives the same sequence, different seeds different
+// ones, and two runs started in the same microsecond (same clock) differ.
+// It used to follow the microsecond clock, which a program can read.
+func TestMathRandom_SeededPerRunNotFromTheClock(t *testing.T) {
+	e := newTestEngine(t, EngineOptions{})
+	seq := func(seed uint64) string {
+		out := runProgram(t, e, nil, Program{Code: `async () => [Math.random(), Math.random(), Math.random()]`, Limits: testLimits(), RandomSeed: seed})
+		if out.Err != nil {
+			t.Fatal(out.Err)
+		}
+		return string(out.Value)
+	}
+	a, b, c := seq(0x0123456789abcdef), seq(0x0123456789abcdef), seq(0xfedcba9876543210)
+	if a != b || a == c {
+		t.Fatalf("seed 1 twice: %s %s; seed 2: %s", a, b, c)
+	}
+	// Unseeded runs draw their own seed: no two alike.
+	if seq(0) == seq(0) {
+		t.Fatal("two unseeded runs repeated a sequence")
+	}
+}

@@ -63,6 +63,7 @@ type run struct {
 	inflight int
 
 	logs      []string
+	seed      uint64 // Math.random's seed for this run
 	hostCalls int
 	origin    origin // where the evaluated source sits in the caller's code
 
@@ -245,7 +246,7 @@ func (r *run) setupFailure(st uint64) *Outcome {
 
 func (r *run) execute(cfg []byte, prelude, code string) *Outcome {
 	st, err := r.withBytes(cfg, func(p, n uint32) (uint64, error) {
-		return r.enter(r.fSetup, r.lim.HeapBytes, r.lim.StackBytes, uint64(p), uint64(n), uint64(r.lim.MaxArgBytes))
+		return r.enter(r.fSetup, r.lim.HeapBytes, r.lim.StackBytes, uint64(p), uint64(n), uint64(r.lim.MaxArgBytes), r.seed)
 	})
 	if err != nil {
 		return r.trap("setup", err)

@@ -31,8 +31,8 @@ const (
 
 // ChildArgs is what the parent tells a child on its command line.
 type ChildArgs struct {
-	Mode             string
-	ParentPID        int
+	Mode      string
+	ParentPID int
 	// CompiledKey is the hex compilation-cache key of the module's compiled
 	// code in ChildCodeFD; empty = none there (a serving child compiles in
 	// memory; the warm-up compiles and fills it).

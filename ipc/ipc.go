@@ -127,6 +127,8 @@ type Run struct {
 	Prelude   string     `json:"prelude,omitempty"`
 	Providers []Provider `json:"providers,omitempty"`
 	Limits    Limits     `json:"limits"`
+	// Seed is the run's Math.random seed, 64 bits from the parent's CSPRNG.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // ProgramError is an untyped program failure.

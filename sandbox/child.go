@@ -298,8 +298,9 @@ func serve(ctx context.Context, eng *guest.Engine, fallback string, r *ipc.Reade
 
 func program(r *ipc.Run) guest.Program {
 	p := guest.Program{
-		Code:    r.Code,
-		Prelude: r.Prelude,
+		Code:       r.Code,
+		Prelude:    r.Prelude,
+		RandomSeed: r.Seed,
 		Limits: guest.Limits{
 			HeapBytes:  r.Limits.HeapBytes,
 			StackBytes: r.Limits.StackBytes,

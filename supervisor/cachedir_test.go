@@ -248,3 +248,27 @@ func TestCacheDir_SymlinkedAsDynamicUserLaysItOut(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Every run frame carries its own 64-bit Math.random seed from the parent's
+// CSPRNG; a real child's Math.random follows it, not the clock.
+func TestRunFrame_CarriesAFreshRandomSeed(t *testing.T) {
+	a, b := runOf(Job{Code: "0"}, Limits{}), runOf(Job{Code: "0"}, Limits{})
+	if a.Seed == 0 || b.Seed == 0 || a.Seed == b.Seed {
+		t.Fatalf("seeds %#x %#x", a.Seed, b.Seed)
+	}
+	p, _, err := cachePool(t, privateTempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		res, err := run(t, p, "async () => [Math.random(), Math.random()]", newTestHost(), Limits{})
+		if err != nil || res.Err != nil {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+		if seen[string(res.Value)] {
+			t.Fatalf("a sequence repeated: %s", res.Value)
+		}
+		seen[string(res.Value)] = true
+	}
+}

@@ -474,8 +474,8 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-//
-// The thread also has no bounding, inheritable or ambient capabilities, so a
+// forker runs every fork on one locked thread (see Pool.forks). The thread
+// has no bounding, inheritable or ambient capabilities, so a
 // child it starts as root has none at all (internal/caps). It is never
 // unlocked: the thread ends with the goroutine instead of going back to the
 // scheduler without them.
