@@ -890,7 +890,7 @@ func TestMathRandom_SeededPerRunNotFromTheClock(t *testing.T) {
 		t.Fatalf("seed 1 twice: %s %s; seed 2: %s", a, b, c)
 	}
 	// Unseeded runs draw their own seed: no two alike.
-	if seq(0) == seq(0) {
+	if x, y := seq(0), seq(0); x == y {
 		t.Fatal("two unseeded runs repeated a sequence")
 	}
 }
