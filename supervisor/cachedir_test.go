@@ -256,7 +256,7 @@ func TestRunFrame_CarriesAFreshRandomSeed(t *testing.T) {
 	if a.Seed == 0 || b.Seed == 0 || a.Seed == b.Seed {
 		t.Fatalf("seeds %#x %#x", a.Seed, b.Seed)
 	}
-	p, _, err := cachePool(t, privateTempDir(t))
+	p, _, err := cachePool(t, sharedCacheDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}

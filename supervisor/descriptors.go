@@ -28,7 +28,7 @@ import (
 // checks, never trusted as it is (docs/sandbox.md "What a child trusts").
 
 // maxCodeBytes and maxSnapshotBytes bound the memfds the parent accepts
-// from the warm-up and the cache file it reads (~9 MB and ~260 KB today).
+// from the warm-up and the cache file it reads (~2.4 MB and ~260 KB today).
 const (
 	maxCodeBytes     = 256 << 20
 	maxSnapshotBytes = 64 << 20

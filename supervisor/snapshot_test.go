@@ -25,7 +25,7 @@ func snapshotPool(t *testing.T, dir string) (*Pool, *logBuf) {
 // in memfds the parent seals for good before any child sees them; children
 // restore the snapshot from their descriptor.
 func TestSnapshot_WarmUpFillsSealedDescriptorsChildrenRestoreIt(t *testing.T) {
-	p, lb := snapshotPool(t, privateTempDir(t))
+	p, lb := snapshotPool(t, sharedCacheDir(t))
 	if p.code == nil || p.snap == nil || len(p.code.key) != 64 {
 		t.Fatalf("descriptors after the warm-up: code %+v snapshot %+v; log:\n%s", p.code, p.snap, lb.String())
 	}
