@@ -272,3 +272,22 @@ func TestRunFrame_CarriesAFreshRandomSeed(t *testing.T) {
 		seen[string(res.Value)] = true
 	}
 }
+
+// parseCodeFile reads a file from disk: whatever it holds is refused or
+// parsed to an entry whose digest matches, never a panic.
+func FuzzParseCodeFile(f *testing.F) {
+	entry := []byte("WAZEVO")
+	sum := sha256.Sum256(entry)
+	f.Add([]byte(codeFileMagic + strings.Repeat("ab", 32) + "\n" + hex.EncodeToString(sum[:]) + "\n" + string(entry)))
+	f.Add([]byte(codeFileMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, got, err := parseCodeFile(data)
+		if err != nil {
+			return
+		}
+		s := sha256.Sum256(got)
+		if len(key) != 64 || !strings.Contains(string(data), hex.EncodeToString(s[:])) {
+			t.Fatalf("accepted key %q with a wrong digest", key)
+		}
+	})
+}
