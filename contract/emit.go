@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"strings"
 	"sync"
 
@@ -118,6 +119,10 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 	if typ == "text" {
 		return raw, &mcp.TextContent{Text: values["text"]}, nil
 	}
+	if !mimeTypeOf(typ, values["mimeType"]) {
+		return nil, nil, invalidEmit(`connecta.emit %s block field "mimeType" must be an %s/* media type; got %s`,
+			typ, typ, jstext.Quote(jstext.Clamp(values["mimeType"], 64)))
+	}
 	data, derr := base64.StdEncoding.DecodeString(values["data"])
 	if derr != nil {
 		return nil, nil, invalidEmit(`connecta.emit block field "data" must be a base64 string: %s`, emitHint)
@@ -126,6 +131,18 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 		return raw, &mcp.ImageContent{Data: data, MIMEType: values["mimeType"]}, nil
 	}
 	return raw, &mcp.AudioContent{Data: data, MIMEType: values["mimeType"]}, nil
+}
+
+// mimeTypeOf reports whether mt is a well-formed media type of top-level
+// type typ ("image/png" for an image block, "audio/wav" for audio): a client
+// renders the block by it, so "text/html" on an image must not pass.
+func mimeTypeOf(typ, mt string) bool {
+	full, _, err := mime.ParseMediaType(mt)
+	if err != nil {
+		return false
+	}
+	sub, ok := strings.CutPrefix(full, typ+"/") // ParseMediaType lowercases
+	return ok && sub != "" && !strings.Contains(sub, "/")
 }
 
 // objectFields decodes one JSON object into its keys in order and their raw

@@ -171,6 +171,15 @@ func TestM1_EmitRejectsEveryInvalidShape(t *testing.T) {
 		{`[{"type":"text","text":"a","annotations":{}}]`, `carries unsupported field(s) "annotations"; a "text" block is exactly { type, text }`},
 		{`[{"type":"audio","data":"AA==","mimeType":"audio/wav","_meta":{},"x":1}]`, `unsupported field(s) "_meta", "x"; a "audio" block is exactly { type, data, mimeType }`},
 		{`[{"type":"image","data":"not base64!","mimeType":"image/png"}]`, `block field "data" must be a base64 string`},
+		// The media type must match the block: a client renders by it.
+		{`[{"type":"image","data":"AA==","mimeType":"text/html"}]`, `image block field "mimeType" must be an image/* media type; got "text/html"`},
+		{`[{"type":"image","data":"AA==","mimeType":"audio/wav"}]`, `must be an image/* media type`},
+		{`[{"type":"audio","data":"AA==","mimeType":"image/png"}]`, `audio block field "mimeType" must be an audio/* media type`},
+		{`[{"type":"image","data":"AA==","mimeType":"image/"}]`, `must be an image/* media type`},
+		{`[{"type":"image","data":"AA==","mimeType":"image"}]`, `must be an image/* media type`},
+		{`[{"type":"image","data":"AA==","mimeType":""}]`, `must be an image/* media type`},
+		{`[{"type":"image","data":"AA==","mimeType":"image/png/x"}]`, `must be an image/* media type`},
+		{`[{"type":"image","data":"AA==","mimeType":"image/png\r\nX: y"}]`, `must be an image/* media type`},
 	}
 	for _, c := range cases {
 		col := &emitCollector{maxBytes: config.DefaultExecuteMaxEmittedBytes, maxBlocks: config.DefaultExecuteMaxEmittedBlocks}
@@ -183,12 +192,12 @@ func TestM1_EmitRejectsEveryInvalidShape(t *testing.T) {
 		}
 	}
 	col := &emitCollector{maxBytes: config.DefaultExecuteMaxEmittedBytes, maxBlocks: config.DefaultExecuteMaxEmittedBlocks}
-	for _, ok := range []string{`[{"type":"text","text":"hi"}]`, `[{"type":"image","data":"iVBORw==","mimeType":"image/png"}]`, `[{"mimeType":"audio/wav","data":"UklGRg==","type":"audio"}]`} {
+	for _, ok := range []string{`[{"type":"text","text":"hi"}]`, `[{"type":"image","data":"iVBORw==","mimeType":"image/png"}]`, `[{"mimeType":"audio/wav","data":"UklGRg==","type":"audio"}]`, `[{"type":"image","data":"AA==","mimeType":"IMAGE/SVG+XML"}]`, `[{"type":"audio","data":"AA==","mimeType":"audio/ogg; codecs=opus"}]`} {
 		if e := col.add(json.RawMessage(ok)); e != nil {
 			t.Errorf("%s refused: %v", ok, e)
 		}
 	}
-	if b, _ := col.snapshot(); len(b) != 3 {
+	if b, _ := col.snapshot(); len(b) != 5 {
 		t.Fatalf("accepted %d", len(b))
 	}
 }

@@ -98,11 +98,12 @@ func LogCountMarker(maxEntries int) string {
 type EngineOptions struct {
 	// CacheDir is the wazero compilation cache directory. Empty compiles in
 	// memory (about 280 ms). The engine never looks at the environment.
-	// The directory is trusted: its entries are native code that runs as it
-	// is, so a module found there is loaded without validating its function
-	// bodies again (our wazero patch, third_party/wazero.patch). The caller
-	// must make sure nobody else can write it (the sandbox checks ours, 0700).
+	// Its entries are loaded with wazero's checks (function bodies
+	// validated, code CRC checked): a path is not trusted.
 	CacheDir string
+	// Code, when set instead of CacheDir, is the compilation cache as one
+	// file held by descriptor (see CodeFile); the sandbox's way.
+	Code *CodeFile
 	// Snapshot, when set, is a post-initialization snapshot that
 	// MarshalSnapshot of this same build encoded: the engine restores it
 	// instead of initializing QuickJS and running its setup code. One from
@@ -150,6 +151,10 @@ type Program struct {
 	Prelude   string     // trusted code run after provider globals exist, before Code
 	Providers []Provider //
 	Limits    Limits
+	// RandomSeed seeds Math.random for this run (64 bits; the sandbox's
+	// parent draws it from its CSPRNG). Zero draws one from crypto/rand
+	// here.
+	RandomSeed uint64
 }
 
 // Call is one host call made by the guest.

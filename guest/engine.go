@@ -2,7 +2,9 @@ package guest
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -54,6 +56,8 @@ var setupSource string
 // errors.New variable allocates in init, in every sandbox child.)
 var ErrClosed error = guestError("guest: engine is closed")
 
+var errNotStarted error = guestError("guest: engine was compiled but not started")
+
 type guestError string
 
 func (e guestError) Error() string { return string(e) }
@@ -65,6 +69,7 @@ type Engine struct {
 	compiled wazero.CompiledModule
 	memCap   uint64
 	bounds   EngineOptions // MaxArgBytes and MaxResultChars: the run defaults
+	store    *codeStore    // opts.Code, nil without one
 	epoch    time.Time     // monotonic origin of the guest's monotonic clock
 
 	// snapshot is the template instance's linear memory above the shadow
@@ -84,14 +89,33 @@ type Engine struct {
 	running sync.WaitGroup
 }
 
-// NewEngine builds the runtime (compiler mode, no debug info, page cap) and
-// compiles the embedded QuickJS module, through opts.CacheDir when given.
+// NewEngine builds the runtime (compiler mode, no debug info, page cap),
+// compiles the embedded QuickJS module (through opts.Code or opts.CacheDir
+// when given) and starts it: Compile, then Start.
 func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
+	e, err := Compile(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Start(ctx); err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Compile builds the runtime and loads or compiles the module, and runs
+// nothing of it: no instance exists until Start. The sandbox child hardens
+// itself (seccomp) between the two, so no guest code ever runs before its
+// filter is in force.
+func Compile(ctx context.Context, opts EngineOptions) (*Engine, error) {
 	switch {
 	case opts.MaxArgBytes <= 0:
 		return nil, errors.New("guest: EngineOptions.MaxArgBytes is required (L6)")
 	case opts.MaxResultChars < 200:
 		return nil, errors.New("guest: EngineOptions.MaxResultChars is required and must leave room for the truncation envelope (200)")
+	case opts.Code != nil && opts.CacheDir != "":
+		return nil, errCodeFileAndDir
 	}
 	memCap := opts.MemoryLimitBytes
 	if memCap == 0 {
@@ -105,7 +129,15 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		WithDebugInfoEnabled(false).
 		WithCloseOnContextDone(false). // ~8x slower on QuickJS; the interrupt handler does this job
 		WithMemoryLimitPages(uint32(pages))
-	if opts.CacheDir != "" {
+	var store *codeStore
+	switch {
+	case opts.Code != nil:
+		var err error
+		if store, err = newCodeStore(*opts.Code); err != nil {
+			return nil, err
+		}
+		cfg = cfg.WithCompilationCache(wazero.NewCompilationCacheWithStore(store))
+	case opts.CacheDir != "":
 		cache, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("guest: compilation cache %s: %w", opts.CacheDir, err)
@@ -113,13 +145,15 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		cfg = cfg.WithCompilationCache(cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	e := &Engine{rt: rt, memCap: pages * wasmPageBytes, epoch: time.Now(), bounds: opts}
+	e := &Engine{rt: rt, memCap: pages * wasmPageBytes, epoch: time.Now(), bounds: opts, store: store}
 	if err := e.instantiateHostModules(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
 	compileCtx := ctx
-	if opts.CacheDir != "" {
+	if opts.Code != nil && opts.Code.Trusted {
+		// Only bytes this process tree produced or verified, sealed since
+		// (CodeFile.Trusted); a cache directory is never trusted.
 		compileCtx = experimental.WithTrustedCompilationCache(ctx)
 	}
 	// The embedded module never changes and its checksum is committed beside
@@ -136,20 +170,43 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		return nil, fmt.Errorf("guest: compile quickjs.wasm: %w", err)
 	}
 	e.compiled = compiled
-	if opts.Snapshot != nil {
-		err = e.restoreSnapshot(ctx, opts.Snapshot)
-	} else {
-		err = e.takeSnapshot(ctx)
-	}
-	if err != nil {
-		_ = rt.Close(ctx)
-		return nil, err
-	}
 	// Build encoding/json's encoder for the run configuration now, not in
 	// the first Run: ~0.1 ms of reflection a one-program sandbox child would
 	// otherwise pay after the program arrived.
 	_, _ = json.Marshal(setupConfig{Providers: []setupProvider{{Functions: []string{}}}})
 	return e, nil
+}
+
+// Start makes the template instance: it restores opts.Snapshot, or runs the
+// module's initialization and the engine's setup code. This is the first
+// guest code that runs. A snapshot that does not restore is an error (with
+// ErrSnapshotMismatch for another build's); the engine can then Start again
+// with StartFresh.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.bounds.Snapshot != nil {
+		return e.restoreSnapshot(ctx, e.bounds.Snapshot)
+	}
+	return e.takeSnapshot(ctx)
+}
+
+// Started reports whether Start (or StartFresh, or RestoreSnapshot) has
+// made the template instance: before it, no guest code has run.
+func (e *Engine) Started() bool {
+	e.primeMu.Lock()
+	defer e.primeMu.Unlock()
+	return e.primed != nil || e.snapshotPages != 0
+}
+
+// StartFresh is Start ignoring opts.Snapshot.
+func (e *Engine) StartFresh(ctx context.Context) error { return e.takeSnapshot(ctx) }
+
+// CompiledKey is the hex cache key under which Compile wrote the module's
+// compiled code into a CodeFile with Fill, or "" when it wrote none.
+func (e *Engine) CompiledKey() string {
+	if e.store == nil {
+		return ""
+	}
+	return e.store.added
 }
 
 // takeSnapshot runs QuickJS's runtime and context creation and the engine's
@@ -337,6 +394,9 @@ func (e *Engine) Run(ctx context.Context, prog Program, host Host) (*Outcome, er
 	e.running.Add(1)
 	e.mu.RUnlock()
 	defer e.running.Done()
+	if e.snapshotPages == 0 {
+		return nil, errNotStarted
+	}
 
 	lim, err := e.resolve(prog.Limits)
 	if err != nil {
@@ -378,6 +438,12 @@ func (e *Engine) Run(ctx context.Context, prog Program, host Host) (*Outcome, er
 	defer runtime.UnlockOSThread()
 
 	r := newRun(e, lim, prog.Providers, host)
+	r.seed = prog.RandomSeed
+	if r.seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		r.seed = binary.LittleEndian.Uint64(b[:])
+	}
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the host calls still in flight (L2)
 	defer r.finish()

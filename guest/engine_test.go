@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/ipc"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 func TestP1_NormalizeBody(t *testing.T) {
@@ -840,4 +842,55 @@ func TestEngine_HostPanicIsInternalError(t *testing.T) {
 	out := runProgram(t, e, h, Program{Code: "async () => await connecta.call('x')", Limits: testLimits()})
 	wantError(t, out, ErrInternal, "host bug")
 	assertHealthy(t, e)
+}
+
+// A lone surrogate in a console entry is one U+FFFD in the entry the host
+// gets (streamed) and in Outcome.Logs, never three (one per WTF-8 byte), and
+// it counts one UTF-16 unit, as in JavaScript.
+func TestConsole_LoneSurrogateIsOneReplacementCharacter(t *testing.T) {
+	e := newTestEngine(t, EngineOptions{})
+	h := &testHost{}
+	out := runProgram(t, e, h, Program{Code: `async () => { console.log("a\uD800b", "\uDC00"); console.log(["\uD800"]); }`, Limits: testLimits()})
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	want := []string{"a\ufffdb \ufffd", `["\ud800"]`}
+	if mustJSON(t, out.Logs) != mustJSON(t, want) || len(h.logs) != 2 || h.logs[0].Text != want[0] {
+		t.Fatalf("logs %q, streamed %+v, want %q", out.Logs, h.logs, want)
+	}
+	if n := jstext.Len(out.Logs[0]); n != 5 {
+		t.Fatalf("entry is %d UTF-16 units, want 5", n)
+	}
+}
+
+// The same for a thrown error's message: text the model reads.
+func TestThrown_LoneSurrogateIsOneReplacementCharacter(t *testing.T) {
+	e := newTestEngine(t, EngineOptions{})
+	out := runProgram(t, e, nil, Program{Code: `async () => { throw new Error("x\uD800y") }`, Limits: testLimits()})
+	if out.Err == nil || !utf8.ValidString(out.Err.Message) || strings.Count(out.Err.Message, "\ufffd") != 1 || !strings.Contains(out.Err.Message, "x\ufffdy") {
+		t.Fatalf("thrown %+v", out.Err)
+	}
+}
+
+// Math.random is seeded per run from Program.RandomSeed (the parent's
+// CSPRNG): the same seed gives the same sequence, different seeds different
+// ones, and two runs started in the same microsecond (same clock) differ.
+// It used to follow the microsecond clock, which a program can read.
+func TestMathRandom_SeededPerRunNotFromTheClock(t *testing.T) {
+	e := newTestEngine(t, EngineOptions{})
+	seq := func(seed uint64) string {
+		out := runProgram(t, e, nil, Program{Code: `async () => [Math.random(), Math.random(), Math.random()]`, Limits: testLimits(), RandomSeed: seed})
+		if out.Err != nil {
+			t.Fatal(out.Err)
+		}
+		return string(out.Value)
+	}
+	a, b, c := seq(0x0123456789abcdef), seq(0x0123456789abcdef), seq(0xfedcba9876543210)
+	if a != b || a == c {
+		t.Fatalf("seed 1 twice: %s %s; seed 2: %s", a, b, c)
+	}
+	// Unseeded runs draw their own seed: no two alike.
+	if x, y := seq(0), seq(0); x == y {
+		t.Fatal("two unseeded runs repeated a sequence")
+	}
 }

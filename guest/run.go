@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Statuses returned by the shim's exports (quickjs.wasm/shim/shim.c).
@@ -61,6 +63,7 @@ type run struct {
 	inflight int
 
 	logs      []string
+	seed      uint64 // Math.random's seed for this run
 	hostCalls int
 	origin    origin // where the evaluated source sits in the caller's code
 
@@ -243,7 +246,7 @@ func (r *run) setupFailure(st uint64) *Outcome {
 
 func (r *run) execute(cfg []byte, prelude, code string) *Outcome {
 	st, err := r.withBytes(cfg, func(p, n uint32) (uint64, error) {
-		return r.enter(r.fSetup, r.lim.HeapBytes, r.lim.StackBytes, uint64(p), uint64(n), uint64(r.lim.MaxArgBytes))
+		return r.enter(r.fSetup, r.lim.HeapBytes, r.lim.StackBytes, uint64(p), uint64(n), uint64(r.lim.MaxArgBytes), r.seed)
 	})
 	if err != nil {
 		return r.trap("setup", err)
@@ -358,7 +361,7 @@ func (r *run) final(st uint64) *Outcome {
 	case stUndefined:
 		return &Outcome{}
 	case stThrown:
-		return failure(ErrThrown, r.output())
+		return failure(ErrThrown, jstext.FromWTF8(r.output())) // text, like a console entry
 	case stSyntax:
 		return failure(ErrSyntax, r.origin.syntaxMessage(r.output()))
 	case stOOM:
@@ -437,7 +440,8 @@ func (r *run) hostLog(level, ptr, n uint32) {
 	if int(level) < len(logLevels) {
 		name = logLevels[level]
 	}
-	text := string(b)
+	// A lone surrogate arrives as WTF-8: one U+FFFD, not one per byte.
+	text := jstext.FromWTF8(string(b))
 	r.logs = append(r.logs, text)
 	r.host.Log(LogEntry{Level: name, Text: text})
 }

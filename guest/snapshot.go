@@ -95,12 +95,21 @@ func (e *Engine) restoreSnapshot(ctx context.Context, data []byte) error {
 	mod, err := e.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), e.compiled,
 		wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
+		e.snapshot, e.snapshotPages = nil, 0
 		return fmt.Errorf("guest: instantiate template: %w", err)
 	}
 	if err := e.restore(mod); err != nil {
 		_ = mod.Close(context.Background())
+		e.snapshot, e.snapshotPages = nil, 0
 		return fmt.Errorf("guest: restore snapshot: %w", err)
 	}
 	e.primed = mod
 	return nil
+}
+
+// RestoreSnapshot is Start with data as the snapshot (see
+// EngineOptions.Snapshot): a caller that reads the snapshot itself, after
+// Compile, passes it here.
+func (e *Engine) RestoreSnapshot(ctx context.Context, data []byte) error {
+	return e.restoreSnapshot(ctx, data)
 }

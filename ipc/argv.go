@@ -7,46 +7,54 @@ import (
 // The child is the same binary re-executed with this argv (the environment is
 // empty, so everything the child needs travels here):
 //
-//	<exe> ChildMarker ArgvVersion <mode> <parentPID> <cacheDir|-> <memoryLimitBytes> <cpuLimitSeconds> <snapshot|->
+//	<exe> ChildMarker ArgvVersion <mode> <parentPID> <compiledKey|-> <memoryLimitBytes> <cpuLimitSeconds> <snapshot|->
 //
-// and the IPC pipes as fd ChildInFD (parent → child) and ChildOutFD (child → parent).
+// and the IPC pipes as fd ChildInFD (parent → child) and ChildOutFD (child →
+// parent). What the child trusts arrives as descriptors, never as paths:
+// the compiled module in ChildCodeFD and the post-initialization snapshot in
+// ChildSnapshotFD, sealed memfds for a serving child (when the argv says they
+// are there), writable ones the warm-up child fills.
 const (
-	ChildMarker = "__connecta_sandbox_child__"
-	ArgvVersion = "2"
-	ChildInFD   = 3
-	ChildOutFD  = 4
+	ChildMarker     = "__connecta_sandbox_child__"
+	ArgvVersion     = "3"
+	ChildInFD       = 3
+	ChildOutFD      = 4
+	ChildCodeFD     = 5
+	ChildSnapshotFD = 6
 )
 
 // Child modes.
 const (
 	ModeServe = "serve" // load the engine, harden, send ready, run one program
-	ModeWarm  = "warm"  // compile into the cache directory, prune stale versions, exit 0
+	ModeWarm  = "warm"  // compile into ChildCodeFD, snapshot into ChildSnapshotFD, exit 0
 )
 
 // ChildArgs is what the parent tells a child on its command line.
 type ChildArgs struct {
-	Mode             string
-	ParentPID        int
-	CacheDir         string // empty = compile in memory
+	Mode      string
+	ParentPID int
+	// CompiledKey is the hex compilation-cache key of the module's compiled
+	// code in ChildCodeFD; empty = none there (a serving child compiles in
+	// memory; the warm-up compiles and fills it).
+	CompiledKey      string
 	MemoryLimitBytes uint64 // wasm linear memory cap; 0 = engine default
 	CPULimitSeconds  uint64 // RLIMIT_CPU backstop; 0 = none
-	// Snapshot names the post-initialization snapshot the warm-up wrote in
-	// CacheDir and the parent's checksum of it, "<file name>:<sha256 hex>";
-	// empty = initialize afresh.
-	Snapshot string
+	// Snapshot: ChildSnapshotFD holds the post-initialization snapshot
+	// (serve mode); false = initialize afresh.
+	Snapshot bool
 }
 
 // Argv renders the arguments after the executable path.
 func (a ChildArgs) Argv() []string {
-	dir := a.CacheDir
-	if dir == "" {
-		dir = "-"
+	key := a.CompiledKey
+	if key == "" {
+		key = "-"
 	}
-	snap := a.Snapshot
-	if snap == "" {
-		snap = "-"
+	snap := "-"
+	if a.Snapshot {
+		snap = "fd"
 	}
-	return []string{ChildMarker, ArgvVersion, a.Mode, strconv.Itoa(a.ParentPID), dir,
+	return []string{ChildMarker, ArgvVersion, a.Mode, strconv.Itoa(a.ParentPID), key,
 		strconv.FormatUint(a.MemoryLimitBytes, 10), strconv.FormatUint(a.CPULimitSeconds, 10), snap}
 }
 
@@ -67,10 +75,14 @@ func ParseChildArgs(args []string) (a ChildArgs, ok bool, err error) {
 	pid, err1 := strconv.Atoi(args[4])
 	a.ParentPID = pid
 	if args[5] != "-" {
-		a.CacheDir = args[5]
+		a.CompiledKey = args[5]
 	}
-	if args[8] != "-" {
-		a.Snapshot = args[8]
+	switch args[8] {
+	case "fd":
+		a.Snapshot = true
+	case "-":
+	default:
+		return a, true, errBadArgv
 	}
 	var err2, err3 error
 	a.MemoryLimitBytes, err2 = strconv.ParseUint(args[6], 10, 64)

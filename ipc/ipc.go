@@ -95,9 +95,10 @@ type Message struct {
 	Level string `json:"level,omitempty"`
 	Text  string `json:"text,omitempty"`
 
-	// ready (warm mode): the snapshot file the warm-up wrote in the cache
-	// directory, for the parent to checksum and hand to every child.
-	Snapshot string `json:"snap,omitempty"`
+	// ready (warm mode): the cache key of the compiled code the warm-up
+	// left in ChildCodeFD (loaded or written), for the parent to seal and
+	// hand with it to every child.
+	CompiledKey string `json:"code,omitempty"`
 	// ready (serve mode): why the child initialized afresh instead of
 	// restoring the snapshot it was handed; empty when it restored it.
 	SnapshotFallback string `json:"snapFallback,omitempty"`
@@ -126,6 +127,8 @@ type Run struct {
 	Prelude   string     `json:"prelude,omitempty"`
 	Providers []Provider `json:"providers,omitempty"`
 	Limits    Limits     `json:"limits"`
+	// Seed is the run's Math.random seed, 64 bits from the parent's CSPRNG.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // ProgramError is an untyped program failure.

@@ -227,8 +227,8 @@ func FuzzReadFrame(f *testing.F) {
 }
 
 func TestChildArgs_RoundTrip(t *testing.T) {
-	a := ChildArgs{Mode: ModeServe, ParentPID: 42, CacheDir: "/var/cache/connecta", MemoryLimitBytes: 1 << 27, CPULimitSeconds: 50,
-		Snapshot: "snapshot-0123.bin:abcd"}
+	a := ChildArgs{Mode: ModeServe, ParentPID: 42, CompiledKey: "0123abcd", MemoryLimitBytes: 1 << 27, CPULimitSeconds: 50,
+		Snapshot: true}
 	got, ok, err := ParseChildArgs(append([]string{"exe"}, a.Argv()...))
 	if !ok || err != nil || got != a {
 		t.Fatalf("%+v %v %v", got, ok, err)
@@ -241,13 +241,13 @@ func TestChildArgs_RoundTrip(t *testing.T) {
 	}
 	empty := ChildArgs{Mode: ModeWarm}
 	got, _, err = ParseChildArgs(append([]string{"exe"}, empty.Argv()...))
-	if err != nil || got.CacheDir != "" || got.Snapshot != "" {
+	if err != nil || got.CompiledKey != "" || got.Snapshot {
 		t.Fatal(got, err)
 	}
 }
 
 func FuzzParseChildArgs(f *testing.F) {
-	f.Add(ChildMarker, ArgvVersion, ModeServe, "1", "/x", "0", "0", "-")
+	f.Add(ChildMarker, ArgvVersion, ModeServe, "1", "ab12", "0", "0", "fd")
 	f.Fuzz(func(t *testing.T, m, v, mode, pid, dir, mem, cpu, snap string) {
 		a, ok, err := ParseChildArgs([]string{"exe", m, v, mode, pid, dir, mem, cpu, snap})
 		if ok && err == nil && (a.Mode != ModeServe && a.Mode != ModeWarm) {

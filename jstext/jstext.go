@@ -193,6 +193,32 @@ func wtf8Surrogate(s string) (uint16, bool) {
 	return 0xD000 | uint16(s[1]&0x3F)<<6 | uint16(s[2]&0x3F), true
 }
 
+// FromWTF8 is s as valid UTF-8 text: a WTF-8 encoded lone surrogate (three
+// bytes, how the engine hands over a JavaScript string holding one) becomes
+// exactly one U+FFFD, as TextEncoder does; any other invalid byte becomes one
+// U+FFFD each. Text that is not JSON (a console entry) has no other way to
+// carry a lone surrogate; decoding its three bytes one by one made three.
+func FromWTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			if _, ok := wtf8Surrogate(s[i:]); ok {
+				size = 3
+			}
+			b = append(b, "\ufffd"...)
+			i += size
+			continue
+		}
+		b = append(b, s[i:i+size]...)
+		i += size
+	}
+	return string(b)
+}
+
 // Quote is AppendQuote as a string.
 func Quote(s string) string { return string(AppendQuote(nil, s)) }
 

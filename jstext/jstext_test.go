@@ -216,3 +216,32 @@ func TestUnescapeLineSeparators_EscapedBackslashKept(t *testing.T) {
 		t.Fatalf("Marshal: %s", got)
 	}
 }
+
+func TestFromWTF8_ALoneSurrogateIsOneReplacementCharacter(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                    "plain",
+		"a\xed\xa0\x80b":           "a\ufffdb",     // lone high surrogate U+D800
+		"\xed\xbf\xbf":             "\ufffd",       // lone low surrogate U+DFFF
+		"\xed\xa0\xbd\xed\xb8\x80": "\ufffd\ufffd", // a pair encoded CESU-8-wise: two lone halves
+		"x\xffy":                   "x\ufffdy",     // other invalid bytes: one each
+		"\xed\xa0":                 "\ufffd\ufffd", // truncated
+		"é😀":                       "é😀",
+	} {
+		if got := FromWTF8(in); got != want {
+			t.Errorf("FromWTF8(%q) = %q, want %q", in, got, want)
+		}
+		if got := FromWTF8(in); !utf8.ValidString(got) {
+			t.Errorf("FromWTF8(%q) is not valid UTF-8", in)
+		}
+	}
+}
+
+func FuzzFromWTF8(f *testing.F) {
+	f.Add("a\xed\xa0\x80b")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := FromWTF8(s)
+		if !utf8.ValidString(got) || (utf8.ValidString(s) && got != s) {
+			t.Fatalf("FromWTF8(%q) = %q", s, got)
+		}
+	})
+}

@@ -9,16 +9,15 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/connecta-dev/connecta/guest"
 	"github.com/connecta-dev/connecta/ipc"
@@ -65,149 +64,188 @@ func runChild(a ipc.ChildArgs) int {
 		return exitIO
 	}
 	ctx := context.Background()
-	eng, note, fallback, err := openEngine(ctx, a)
+	eng, fallback, err := prepareEngine(ctx, a, inherited(), func(*guest.Engine) error { return hardenLate(a) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		if errors.As(err, new(hardeningError)) {
+			return exitHardening
+		}
+		return exitEngine
+	}
+	// No warm-up run: Start leaves its template instance primed (its
+	// instantiation paid the first-use page faults) and the program runs in
+	// it, so a throwaway run would only add CPU and an instantiation.
+	return serve(ctx, eng, fallback, ipc.NewReader(in), ipc.NewWriter(out))
+}
+
+// prepareEngine loads the engine, then hardens the process (harden:
+// hardenLate, the seccomp filter), and only then starts the engine: no guest
+// code — not the module's _initialize, not a snapshot restore, not QuickJS —
+// runs before the filter is in force. The compiled code is mapped before it,
+// so the filter can refuse every later executable mapping.
+func prepareEngine(ctx context.Context, a ipc.ChildArgs, d descriptors, harden func(*guest.Engine) error) (eng *guest.Engine, fallback string, err error) {
+	eng, snapshot, note, err := loadEngine(ctx, a, d)
 	if note != "" {
 		fmt.Fprintln(os.Stderr, "sandbox:", note)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: engine:", err)
-		return exitEngine
+		return nil, "", fmt.Errorf("engine: %w", err)
 	}
-	// No warm-up run: NewEngine leaves its template instance primed (its
-	// instantiation paid the first-use page faults) and the program runs in
-	// it, so a throwaway run would only add CPU and an instantiation.
 	warmCodecs()
-	if err := hardenLate(a); err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: hardening:", err)
-		return exitHardening
+	if err := harden(eng); err != nil {
+		return nil, "", hardeningError{err}
 	}
-	return serve(ctx, eng, fallback, ipc.NewReader(in), ipc.NewWriter(out))
+	if fallback, err = startEngine(ctx, eng, snapshot); err != nil {
+		return nil, "", fmt.Errorf("engine: %w", err)
+	}
+	return eng, fallback, nil
 }
 
-// openEngine loads the compiled module from the cache directory when it is
-// usable, else compiles in memory; note explains a fallback. It restores the
-// snapshot the parent handed over when that verifies, and otherwise says in
-// fallback why it initialized afresh (the parent warns and counts it).
-func openEngine(ctx context.Context, a ipc.ChildArgs) (eng *guest.Engine, note, fallback string, err error) {
-	dir := a.CacheDir
-	if dir != "" {
-		if err := checkCacheDir(dir); err != nil {
-			note = fmt.Sprintf("compilation cache unusable, compiling in memory: %v", err)
-			dir = ""
+// descriptors are what the parent handed over after the IPC pipes.
+type descriptors struct{ code, snapshot *os.File }
+
+func inherited() descriptors {
+	return descriptors{os.NewFile(ipc.ChildCodeFD, "compiled-code"), os.NewFile(ipc.ChildSnapshotFD, "snapshot")}
+}
+
+// hardeningError is a failure to harden (exitHardening), not the engine's.
+type hardeningError struct{ err error }
+
+func (e hardeningError) Error() string { return "hardening: " + e.err.Error() }
+func (e hardeningError) Unwrap() error { return e.err }
+
+// loadEngine maps the compiled module the parent handed over in
+// ChildCodeFD (sealed; loaded trusted), or compiles in memory without one;
+// note explains a fallback. It reads the snapshot from ChildSnapshotFD when
+// the parent sent one. Nothing of the module runs here.
+func loadEngine(ctx context.Context, a ipc.ChildArgs, d descriptors) (eng *guest.Engine, snapshot []byte, note string, err error) {
+	opts := engineOptions(a.MemoryLimitBytes)
+	if a.CompiledKey != "" {
+		f := d.code
+		if serr := checkSealed(f); serr != nil {
+			note = fmt.Sprintf("compiled code descriptor refused, compiling in memory: %v", serr)
+		} else {
+			opts.Code = &guest.CodeFile{File: f, Key: a.CompiledKey, Trusted: true}
 		}
 	}
-	opts := engineOptions(dir, a.MemoryLimitBytes)
-	if a.Snapshot != "" {
-		if dir == "" {
-			fallback = "the cache directory holding the snapshot is unusable"
-		} else if opts.Snapshot, err = loadSnapshot(dir, a.Snapshot); err != nil {
-			fallback = err.Error()
+	if a.Snapshot {
+		snapshot, err = readSealed(d.snapshot, maxSnapshotBytes)
+		if err != nil {
+			snapshot, err = nil, nil
+			note = strings.TrimPrefix(note+"; ", "; ") + "snapshot descriptor unusable"
 		}
 	}
-	eng, err = guest.NewEngine(ctx, opts)
-	if err != nil && opts.Snapshot != nil {
+	eng, err = guest.Compile(ctx, opts)
+	if err != nil && opts.Code != nil {
+		note = fmt.Sprintf("compiled code failed to load, compiling in memory: %v", err)
+		opts.Code = nil
+		eng, err = guest.Compile(ctx, opts)
+	}
+	return eng, snapshot, note, err
+}
+
+// startEngine restores the snapshot when there is one and it is this
+// build's, else initializes afresh and says why in fallback (the parent
+// warns and counts it).
+func startEngine(ctx context.Context, eng *guest.Engine, snapshot []byte) (fallback string, err error) {
+	if snapshot == nil {
+		return "", eng.StartFresh(ctx)
+	}
+	if err := eng.RestoreSnapshot(ctx, snapshot); err != nil {
 		fallback = fmt.Sprintf("snapshot refused: %v", err)
-		opts.Snapshot = nil
-		eng, err = guest.NewEngine(ctx, opts)
+		return fallback, eng.StartFresh(ctx)
 	}
-	if err != nil && dir != "" {
-		note = fmt.Sprintf("compilation cache failed, compiling in memory: %v", err)
-		opts.CacheDir = ""
-		eng, err = guest.NewEngine(ctx, opts)
-	}
-	return eng, note, fallback, err
+	return "", nil
 }
 
-// maxSnapshotBytes bounds what loadSnapshot reads (a snapshot is ~260 KB).
+// maxSnapshotBytes bounds what readSealed reads (a snapshot is ~260 KB).
 const maxSnapshotBytes = 64 << 20
 
-// loadSnapshot reads the snapshot named in the child's arguments
-// ("<file>:<sha256 hex>") from the cache directory and checks it against
-// the parent's checksum and this build's file name.
-func loadSnapshot(dir, arg string) ([]byte, error) {
-	name, sum, ok := strings.Cut(arg, ":")
-	if !ok || name != guest.SnapshotFileName() {
-		return nil, fmt.Errorf("snapshot %q is not this build's (%s)", name, guest.SnapshotFileName())
+// requiredSeals are what the parent applies before it hands a descriptor
+// to a serving child: nobody can change the bytes again.
+const requiredSeals = unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK | unix.F_SEAL_SEAL
+
+// checkSealed refuses a descriptor whose content could still change.
+func checkSealed(f *os.File) error {
+	if f == nil {
+		return errors.New("descriptor missing")
 	}
-	f, err := os.Open(filepath.Join(dir, name))
+	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot unreadable: %w", err)
+		return fmt.Errorf("not a sealed memory file: %w", err)
 	}
-	defer f.Close()
+	if seals&requiredSeals != requiredSeals {
+		return fmt.Errorf("seals %#x, want %#x", seals, requiredSeals)
+	}
+	return nil
+}
+
+// readSealed reads a sealed descriptor's whole content (at most max bytes)
+// with positioned reads: the offset is not shared with anyone.
+func readSealed(f *os.File, max int64) ([]byte, error) {
+	if err := checkSealed(f); err != nil {
+		return nil, err
+	}
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSnapshotBytes {
-		return nil, fmt.Errorf("snapshot unreadable: %v", err)
+	if err != nil || fi.Size() > max || fi.Size() == 0 {
+		return nil, fmt.Errorf("unusable: %v (%d bytes)", err, fi.Size())
 	}
 	// One read of the known size: a growing buffer would copy it and, with
 	// the child's GC off, keep every copy.
 	data := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, fmt.Errorf("snapshot unreadable: %w", err)
-	}
-	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
-		return nil, errors.New("snapshot checksum mismatch")
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, err
 	}
 	return data, nil
 }
 
-// warmCache compiles the module into the cache directory once, for the
-// parent, before any serving child starts, and persists the
-// post-initialization snapshot beside it: the parent's warm-up is the only
-// writer. The snapshot's file name goes to the parent in a ready frame.
+// warmCache is the warm-up child: it loads the compiled code the parent
+// read from its cache directory (ChildCodeFD, keyed by CompiledKey, loaded
+// with wazero's checks: function bodies validated, code CRC checked) or
+// compiles the module and writes its code there, then, under the seccomp
+// filter, initializes QuickJS once and writes the snapshot into
+// ChildSnapshotFD. The parent seals both after this process is gone and
+// hands them to every serving child. The key goes to the parent in a ready
+// frame.
 func warmCache(a ipc.ChildArgs) int {
-	if a.CacheDir == "" {
+	d := inherited()
+	code, snap := d.code, d.snapshot
+	if code == nil || snap == nil {
+		return exitOK // nothing to fill
+	}
+	if _, err := code.Stat(); err != nil {
 		return exitOK
 	}
-	if err := checkCacheDir(a.CacheDir); err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: compilation cache unusable:", err)
-		return exitEngine
-	}
-	pruneStaleCaches(a.CacheDir)
-	eng, err := guest.NewEngine(context.Background(), engineOptions(a.CacheDir, a.MemoryLimitBytes))
+	ctx := context.Background()
+	opts := engineOptions(a.MemoryLimitBytes)
+	opts.Code = &guest.CodeFile{File: code, Key: a.CompiledKey, Fill: true}
+	eng, err := guest.Compile(ctx, opts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: warming the compilation cache:", err)
+		fmt.Fprintln(os.Stderr, "sandbox: compiling the module:", err)
 		return exitEngine
 	}
 	defer eng.Close()
-	name, err := writeSnapshot(a.CacheDir, eng.MarshalSnapshot())
-	if err != nil {
+	key := eng.CompiledKey()
+	if key == "" {
+		key = a.CompiledKey // loaded what the parent handed over
+	}
+	if err := hardenLate(a); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: hardening:", err)
+		return exitHardening
+	}
+	if err := eng.StartFresh(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: initializing the engine:", err)
+		return exitEngine
+	}
+	ready := &ipc.Message{Type: ipc.TypeReady, CompiledKey: key}
+	if _, err := snap.Write(eng.MarshalSnapshot()); err != nil {
 		// Children initialize afresh: slower, still correct.
-		fmt.Fprintln(os.Stderr, "sandbox: persisting the snapshot:", err)
-		return exitOK
+		fmt.Fprintln(os.Stderr, "sandbox: writing the snapshot:", err)
 	}
 	if out := os.NewFile(ipc.ChildOutFD, "ipc-out"); out != nil {
-		_ = ipc.NewWriter(out).Write(&ipc.Message{Type: ipc.TypeReady, Snapshot: name})
+		_ = ipc.NewWriter(out).Write(ready)
 	}
 	return exitOK
-}
-
-// writeSnapshot stores data as this build's snapshot in dir (atomically:
-// a reader sees the old file or the new one) and removes other builds'.
-func writeSnapshot(dir string, data []byte) (string, error) {
-	name := guest.SnapshotFileName()
-	tmp, err := os.CreateTemp(dir, name+".*.tmp")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return "", err
-	}
-	if old, err := filepath.Glob(filepath.Join(dir, "snapshot-*.bin")); err == nil {
-		for _, o := range old {
-			if filepath.Base(o) != name {
-				_ = os.Remove(o)
-			}
-		}
-	}
-	return name, nil
 }
 
 // warmCodecs builds encoding/json's decoder and encoders for the frames
@@ -260,8 +298,9 @@ func serve(ctx context.Context, eng *guest.Engine, fallback string, r *ipc.Reade
 
 func program(r *ipc.Run) guest.Program {
 	p := guest.Program{
-		Code:    r.Code,
-		Prelude: r.Prelude,
+		Code:       r.Code,
+		Prelude:    r.Prelude,
+		RandomSeed: r.Seed,
 		Limits: guest.Limits{
 			HeapBytes:  r.Limits.HeapBytes,
 			StackBytes: r.Limits.StackBytes,
@@ -363,9 +402,8 @@ func (h *ipcHost) readReplies(r *ipc.Reader) {
 
 // engineOptions fills the engine's required bounds from their one
 // definition, package ipc: the parent checks the same constants.
-func engineOptions(cacheDir string, memoryLimit uint64) guest.EngineOptions {
+func engineOptions(memoryLimit uint64) guest.EngineOptions {
 	return guest.EngineOptions{
-		CacheDir:         cacheDir,
 		MemoryLimitBytes: memoryLimit,
 		MaxArgBytes:      ipc.MaxPayloadBytes,
 		MaxResultChars:   ipc.MaxResultChars,

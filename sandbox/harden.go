@@ -10,6 +10,7 @@ import (
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/connecta-dev/connecta/internal/caps"
 	"github.com/connecta-dev/connecta/ipc"
 )
 
@@ -27,11 +28,17 @@ const (
 	childMemoryLimit = 32 << 20
 )
 
-// hardenEarly runs before anything else in a child: parent-death signal (and
-// a check that the parent did not die before it was armed), no new
-// privileges, not dumpable, its own process group, no core files, the CPU
-// backstop, an empty environment, cwd /.
+// hardenEarly runs before anything else in a child: no capabilities,
+// parent-death signal (and a check that the parent did not die before it was
+// armed), no new privileges, not dumpable, its own process group, no core
+// files, the CPU backstop, an empty environment, cwd /.
 func hardenEarly(a ipc.ChildArgs) error {
+	// The parent's forking thread has no bounding or inheritable set, so a
+	// child it starts as root already has nothing; this is for any other
+	// way a child is started, and refuses to run when it cannot drop them.
+	if err := caps.DropAll(); err != nil {
+		return err
+	}
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return fmt.Errorf("PR_SET_PDEATHSIG: %w", err)
 	}
@@ -58,7 +65,7 @@ func hardenEarly(a ipc.ChildArgs) error {
 			return err
 		}
 	}
-	closeInheritedFDs()
+	closeInheritedFDs(a)
 	os.Clearenv()
 	if err := os.Chdir("/"); err != nil {
 		return fmt.Errorf("chdir /: %w", err)
@@ -70,16 +77,27 @@ func hardenEarly(a ipc.ChildArgs) error {
 
 // closeInheritedFDs closes descriptors our parent inherited without
 // close-on-exec (a test harness's, or a service manager's) and passed on to us
-// unknowingly. Kept: stdio, the IPC pipes, and what the Go runtime opened
-// itself before main (its poller and the cgroup CPU-limit files).
-func closeInheritedFDs() {
+// unknowingly. Kept: stdio, the IPC pipes, the code and snapshot descriptors
+// when the arguments say the parent sent them (always in warm mode), and what
+// the Go runtime opened itself before main (its poller and the cgroup
+// CPU-limit files).
+func closeInheritedFDs(a ipc.ChildArgs) {
+	keep := func(fd int) bool {
+		switch fd {
+		case ipc.ChildCodeFD:
+			return a.Mode == ipc.ModeWarm || a.CompiledKey != ""
+		case ipc.ChildSnapshotFD:
+			return a.Mode == ipc.ModeWarm || a.Snapshot
+		}
+		return fd <= ipc.ChildOutFD
+	}
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= ipc.ChildOutFD {
+		if err != nil || keep(fd) {
 			continue
 		}
 		target, err := os.Readlink("/proc/self/fd/" + e.Name())
@@ -90,11 +108,14 @@ func closeInheritedFDs() {
 	}
 }
 
-// hardenLate runs after the compiled module is loaded and before the program
-// is read: no file growth, few descriptors, and the seccomp allow-list.
+// hardenLate runs after the compiled module is mapped and before any of it
+// runs: no file growth (except in the warm-up child, which still writes the
+// snapshot into its memfd), few descriptors, and the seccomp allow-list.
 func hardenLate(a ipc.ChildArgs) error {
-	if err := setRlimit(unix.RLIMIT_FSIZE, 0, 0); err != nil {
-		return err
+	if a.Mode != ipc.ModeWarm {
+		if err := setRlimit(unix.RLIMIT_FSIZE, 0, 0); err != nil {
+			return err
+		}
 	}
 	if err := setRlimit(unix.RLIMIT_NOFILE, childNoFile, childNoFile); err != nil {
 		return err

@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/connecta-dev/connecta/guest"
+	"github.com/connecta-dev/connecta/internal/caps"
 	"github.com/connecta-dev/connecta/ipc"
 )
 
@@ -45,6 +48,7 @@ type probeReport struct {
 	OpenCreate  string
 	Exec        string
 	Relaxed     bool
+	Caps        caps.Sets // of the whole process, from /proc/self/status
 }
 
 func errText(err error) string {
@@ -67,6 +71,7 @@ func runProbe() int {
 		return 1
 	}
 	var r probeReport
+	r.Caps, _ = caps.Read("/proc/self/status")
 	r.Env = os.Environ()
 	r.Cwd, _ = os.Getwd()
 	r.OwnGroup = unix.Getpgrp() == os.Getpid()
@@ -114,13 +119,22 @@ func TestHardening_ChildCannotReachTheWorld(t *testing.T) {
 	cmd := exec.Command("/proc/self/exe", probeMarker)
 	cmd.Env = []string{"DEPLOYMENT_SECRET=hunter2", "HOME=/root"} // must not survive
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.Output()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := startAsPoolDoes(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	out := stdout.String()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	var r probeReport
-	if err := json.Unmarshal(out, &r); err != nil {
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
+	}
+	if !noCapabilities(r.Caps) {
+		t.Fatalf("capabilities left: %+v", r.Caps)
 	}
 	if len(r.Env) != 0 || r.Cwd != "/" || !r.OwnGroup || !r.NoNewPrivs || r.Dumpable {
 		t.Fatalf("process state: %+v", r)
@@ -141,72 +155,90 @@ func TestHardening_ChildCannotReachTheWorld(t *testing.T) {
 	}
 }
 
-func TestCacheDir_MustBeOursAnd0700(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good")
-	os.Mkdir(good, 0o700)
-	open := filepath.Join(dir, "open")
-	os.Mkdir(open, 0o755)
-	os.Chmod(open, 0o755)
-	file := filepath.Join(dir, "file")
-	os.WriteFile(file, nil, 0o600)
-	link := filepath.Join(dir, "link")
-	os.Symlink(good, link)
-	if err := checkCacheDir(good); err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range []string{open, file, link, "relative/dir", filepath.Join(dir, "missing")} {
-		if checkCacheDir(bad) == nil {
-			t.Errorf("%s accepted", bad)
+// startAsPoolDoes starts cmd from a thread without bounding or inheritable
+// capabilities, as the supervisor's forking thread is (the thread is thrown
+// away after).
+func startAsPoolDoes(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := caps.DropForExec(); err != nil {
+			errc <- err
+			return
 		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
+}
+
+// A child started with capabilities in a build where it cannot drop them on
+// every thread (cgo) refuses to run; where it can, it drops them all.
+func TestHardening_ChildStartedWithCapabilitiesDropsThemOrRefuses(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: only root starts a child with capabilities")
+	}
+	cmd := exec.Command("/proc/self/exe", probeMarker)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.Output()
+	if err != nil {
+		if !strings.Contains(string(out), "caps:") {
+			t.Fatalf("refused without naming capabilities: %v: %s", err, out)
+		}
+		return // refused: a cgo build
+	}
+	var r probeReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !noCapabilities(r.Caps) {
+		t.Fatalf("capabilities left: %+v", r.Caps)
 	}
 }
 
-func TestCache_PruneStaleVersions(t *testing.T) {
-	dir := t.TempDir()
-	cur := currentCacheVersionDir()
-	for _, d := range []string{cur, "wazero-v0.0.1-amd64-linux", "wazero-dev-amd64-linux", "unrelated"} {
-		os.Mkdir(filepath.Join(dir, d), 0o700)
+// noCapabilities: every set empty. An ordinary user's bounding set stays as
+// it was (only CAP_SETPCAP can shrink it) and gives nothing under
+// no_new_privs; started by root, it is empty too.
+func noCapabilities(s caps.Sets) bool {
+	if os.Getuid() != 0 {
+		s.Bnd = 0
 	}
-	pruneStaleCaches(dir)
-	ents, _ := os.ReadDir(dir)
-	var left []string
-	for _, e := range ents {
-		left = append(left, e.Name())
-	}
-	want := []string{cur, "unrelated"}
-	if cur > "unrelated" {
-		want = []string{"unrelated", cur}
-	}
-	if strings.Join(left, ",") != strings.Join(want, ",") {
-		t.Fatalf("left %v, want %v", left, want)
-	}
+	return s == caps.Sets{}
 }
 
-// The directory the prune keeps is the one wazero itself writes: a build
-// whose wazero is replaced by our patched tree reports "(devel)" for the
-// replacement, and pruning by that name removed the real cache on every
-// warm-up.
-func TestCache_WarmKeepsWazerosOwnDirectory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o700); err != nil {
+// No guest code runs before the seccomp filter: the child's engine is loaded
+// (its code mapped) but not started when it hardens, on every path — with
+// no snapshot, which used to run _initialize and QuickJS's setup before the
+// filter, and with a snapshot that is refused (the fallback that did too).
+func TestChild_NoGuestCodeBeforeHardening(t *testing.T) {
+	// A sealed, bogus snapshot as the parent would hand it.
+	fd, err := unix.MemfdCreate("bogus-snapshot", unix.MFD_ALLOW_SEALING)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if code := warmCache(ipc.ChildArgs{Mode: ipc.ModeWarm, CacheDir: dir}); code != exitOK {
-			t.Fatalf("warmCache exit %d", code)
-		}
-		ents, err := os.ReadDir(dir)
+	unix.Write(fd, []byte("not a snapshot"))
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+		t.Fatal(err)
+	}
+	snap := os.NewFile(uintptr(fd), "bogus-snapshot")
+	defer snap.Close()
+	for _, a := range []ipc.ChildArgs{
+		{Mode: ipc.ModeServe},
+		{Mode: ipc.ModeServe, Snapshot: true},
+	} {
+		hardened := false
+		eng, fallback, err := prepareEngine(context.Background(), a, descriptors{snapshot: snap}, func(e *guest.Engine) error {
+			if e.Started() {
+				t.Errorf("%+v: guest code ran before hardening", a)
+			}
+			hardened = true
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The compilation cache, and the snapshot the warm-up persists.
-		if len(ents) != 2 || ents[0].Name() != guest.SnapshotFileName() || ents[1].Name() != currentCacheVersionDir() {
-			t.Fatalf("cache holds %v, want %s and %s", ents, guest.SnapshotFileName(), currentCacheVersionDir())
+		if !hardened || !eng.Started() || (fallback != "") != a.Snapshot {
+			t.Fatalf("%+v: hardened %v, started %v, fallback %q", a, hardened, eng.Started(), fallback)
 		}
-		files, _ := os.ReadDir(filepath.Join(dir, ents[1].Name()))
-		if len(files) == 0 {
-			t.Fatal("no compiled module in the cache")
-		}
+		eng.Close()
 	}
 }

@@ -48,9 +48,24 @@ type inbound struct {
 	err error
 }
 
-// spawn starts a child in mode. The caller owns the result and must end it
-// through retire.
+// spawn starts a serving child with the sealed code and snapshot
+// descriptors. The caller owns the result and must end it through retire.
 func (p *Pool) spawn(mode string) (*child, error) {
+	files, key, snapshot, err := p.childFiles()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close() // the child has its copies, or never will
+		}
+	}()
+	return p.spawnWith(mode, key, snapshot, files)
+}
+
+// spawnWith starts a child in mode with extra descriptors after the IPC
+// pipes (ChildCodeFD, ChildSnapshotFD) and what its argv says of them.
+func (p *Pool) spawnWith(mode, compiledKey string, snapshot bool, extra []*os.File) (*child, error) {
 	inR, inW, err := os.Pipe() // parent → child
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: pipe: %w", err)
@@ -68,10 +83,10 @@ func (p *Pool) spawn(mode string) (*child, error) {
 		argv = ipc.ChildArgs{
 			Mode:             mode,
 			ParentPID:        os.Getpid(),
-			CacheDir:         p.cacheDir,
+			CompiledKey:      compiledKey,
 			MemoryLimitBytes: p.opts.MemoryLimitBytes,
 			CPULimitSeconds:  p.cpuLimitSeconds(),
-			Snapshot:         p.snapshot,
+			Snapshot:         snapshot,
 		}.Argv()
 	}
 	c := &child{
@@ -98,7 +113,7 @@ func (p *Pool) spawn(mode string) (*child, error) {
 			Stdin:       nil, // /dev/null
 			Stdout:      nil, // /dev/null
 			Stderr:      c.stderr,
-			ExtraFiles:  []*os.File{inR, outW}, // fd 3, fd 4
+			ExtraFiles:  append([]*os.File{inR, outW}, extra...), // fd 3, 4, then 5, 6
 			SysProcAttr: attr,
 			WaitDelay:   time.Second,
 		}

@@ -9,23 +9,18 @@ package supervisor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/connecta-dev/connecta/internal/caps"
+	"github.com/connecta-dev/connecta/internal/privdir"
 	"github.com/connecta-dev/connecta/ipc"
 )
 
@@ -35,8 +30,9 @@ type Pool struct {
 	log      *slog.Logger
 	m        *metrics
 	adm      *admission
-	cacheDir string
-	snapshot string // "<file>:<sha256>" for ChildArgs.Snapshot; "" = none
+	cacheDir *privdir.Dir // nil = nothing persisted between starts
+	code     *sealedFile  // the warm-up's compiled code; nil = children compile in memory
+	snap     *sealedFile  // the warm-up's snapshot; nil = children initialize afresh
 
 	ready   chan *child // a seat hands its ready child to a session
 	closing chan struct{}
@@ -57,6 +53,7 @@ type Pool struct {
 	closed    bool
 	wg        sync.WaitGroup // every goroutine the pool starts
 	nsRefused atomic.Bool
+	capsErr   error // set by the forker before its first fork
 }
 
 // New starts a pool: it warms the compilation cache with one child (ctx
@@ -86,7 +83,7 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("supervisor: cannot re-execute %s: %w", selfExe, err)
 	}
 	if !opts.DisableCache {
-		if p.cacheDir, err = p.prepareCacheDir(); err != nil {
+		if p.cacheDir, err = p.openCacheDir(); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -128,90 +125,47 @@ func (p *Pool) enter() bool {
 	return true
 }
 
-// prepareCacheDir returns the directory children use as their compilation
-// cache: the configured one (or <os.UserCacheDir()>/connecta/wazero) when it
-// is ours and 0700, else a private subdirectory of it, connecta-<uid>, that
-// is. Nothing in a directory others can write is trusted: its entries are
-// native code. When neither can be had it is an error naming the fix;
-// "" (compile in memory) only when there is no user cache directory at all.
-func (p *Pool) prepareCacheDir() (string, error) {
-	dir := p.opts.CacheDir
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			p.log.Warn("no user cache directory; sandbox children compile in memory", "err", err)
-			return "", nil
-		}
-		dir = filepath.Join(base, "connecta", "wazero")
-	}
-	dir, err := filepath.Abs(dir)
-	if err == nil {
-		err = os.MkdirAll(dir, 0o700)
-	}
-	if err != nil {
-		return "", fmt.Errorf("supervisor: compilation cache directory %s: %w (set executor.cacheDir to a directory this user owns)", dir, err)
-	}
-	err = privateDir(dir)
-	if err == nil {
-		return dir, nil
-	}
-	sub := filepath.Join(dir, "connecta-"+strconv.Itoa(os.Getuid()))
-	if mkErr := os.Mkdir(sub, 0o700); mkErr != nil && !errors.Is(mkErr, fs.ErrExist) {
-		return "", fmt.Errorf("supervisor: compilation cache directory %s is %v, and its private subdirectory cannot be made: %w; "+
-			"run chmod 700 %s (it must be owned by uid %d), or set executor.cacheDir to a private directory", dir, err, mkErr, dir, os.Getuid())
-	}
-	if subErr := privateDir(sub); subErr != nil {
-		return "", fmt.Errorf("supervisor: compilation cache directory %s is %v, and its subdirectory %s is %v; "+
-			"run chmod 700 %s (it must be owned by uid %d), or set executor.cacheDir to a private directory", dir, err, sub, subErr, dir, os.Getuid())
-	}
-	p.log.Info("compilation cache directory is not private; using a private subdirectory", "dir", dir, "reason", err.Error(), "using", sub)
-	return sub, nil
-}
-
-// privateDir reports why dir is not a real directory owned by us with no
-// group or other access.
-func privateDir(dir string) error {
-	fi, err := os.Lstat(dir)
+// warm runs the warm-up child once, before any serving child starts: it
+// loads the compiled code the parent read from the cache directory, or
+// compiles it, into one memfd, and writes the post-initialization snapshot
+// into another. Once it is reaped the parent seals both and hands them to
+// every child (descriptors.go). A failed warm-up is not fatal: children then
+// compile in memory, slower and still correct.
+func (p *Pool) warm(ctx context.Context) error {
+	start := time.Now()
+	code, err := newMemfd("connecta-code")
 	if err != nil {
 		return err
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return errors.New("not a directory")
-	case st == nil || int(st.Uid) != os.Getuid():
-		return fmt.Errorf("not owned by uid %d", os.Getuid())
-	case fi.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("mode %04o, not 0700", fi.Mode().Perm())
+	snap, err := newMemfd("connecta-snapshot")
+	if err != nil {
+		code.Close()
+		return err
 	}
-	return nil
-}
-
-// warm compiles the module into the cache once, in a child (the parent never
-// loads the engine), before any serving child starts. The warm-up also
-// persists the post-initialization snapshot and names it in a ready frame;
-// the parent checksums the file and hands name and checksum to every child.
-func (p *Pool) warm(ctx context.Context) error {
-	if p.cacheDir == "" {
-		return nil
-	}
-	start := time.Now()
-	c, err := p.spawn(ipc.ModeWarm)
+	keep := false
+	defer func() {
+		if !keep {
+			code.Close()
+			snap.Close()
+		}
+	}()
+	loaded := p.loadPersistedCode(code)
+	c, err := p.spawnWith(ipc.ModeWarm, loaded, false, []*os.File{code, snap})
 	if err != nil {
 		return err
 	}
 	c.closeInput()
 	// No exit grace here: compiling takes about 0.7 s of CPU, seconds of
 	// wall on a busy machine; ctx bounds it.
-	var snapshot string
+	var key string
 	for reading := true; reading; {
 		select {
 		case in := <-c.in:
 			switch {
 			case in.err != nil:
 				reading = false
-			case in.m.Type == ipc.TypeReady && snapshot == "" && in.m.Snapshot != "":
-				snapshot = in.m.Snapshot
+			case in.m.Type == ipc.TypeReady && key == "" && in.m.CompiledKey != "":
+				key = in.m.CompiledKey
 			default:
 				p.log.Warn("warm-up child sent an unexpected frame; killed", "type", in.m.Type)
 				c.kill(killProtocol, p.m)
@@ -229,46 +183,29 @@ func (p *Pool) warm(ctx context.Context) error {
 		<-c.exited
 		return fmt.Errorf("supervisor: warming the compilation cache: %w", ctx.Err())
 	}
-	if st := c.exitStatus(); st != "code 0" {
+	if st := c.exitStatus(); st != "code 0" || key == "" {
 		tailText, _ := c.stderr.String()
-		p.log.Warn("warming the compilation cache failed; children will try again themselves", "status", st, "stderr", tailText)
+		p.log.Warn("warming the compilation cache failed; children compile in memory", "status", st, "stderr", tailText)
 		return nil
 	}
-	if snapshot != "" {
-		sum, err := snapshotChecksum(p.cacheDir, snapshot)
-		if err != nil {
-			p.log.Warn("warm-up snapshot unusable; children initialize afresh", "err", err)
-		} else {
-			p.snapshot = snapshot + ":" + sum
-		}
+	// The warm-up child is reaped: nobody else holds these descriptors.
+	if err := seal(code, maxCodeBytes); err != nil {
+		p.log.Warn("warm-up compiled code unusable; children compile in memory", "err", err)
+		return nil
 	}
-	p.log.Debug("compilation cache warm", "dir", p.cacheDir, "snapshot", p.snapshot, "duration", time.Since(start))
+	keep = true
+	p.code = &sealedFile{f: code, key: key}
+	if err := seal(snap, maxSnapshotBytes); err != nil {
+		p.log.Warn("warm-up snapshot unusable; children initialize afresh", "err", err)
+		snap.Close()
+	} else {
+		p.snap = &sealedFile{f: snap}
+	}
+	if key != loaded {
+		p.persistCode(code, key)
+	}
+	p.log.Debug("compilation cache warm", "loaded", loaded != "", "snapshot", p.snap != nil, "duration", time.Since(start))
 	return nil
-}
-
-// maxSnapshotBytes bounds the snapshot file the parent reads (~260 KB).
-const maxSnapshotBytes = 64 << 20
-
-// snapshotChecksum is the hex sha256 of the snapshot file name in dir, which
-// must be a plain snapshot-*.bin name (it came from a child).
-func snapshotChecksum(dir, name string) (string, error) {
-	if filepath.Base(name) != name || !strings.HasPrefix(name, "snapshot-") || !strings.HasSuffix(name, ".bin") {
-		return "", fmt.Errorf("snapshot name %q refused", name)
-	}
-	f, err := os.Open(filepath.Join(dir, name))
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, maxSnapshotBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if n > maxSnapshotBytes {
-		return "", fmt.Errorf("snapshot %s is over %d bytes", name, maxSnapshotBytes)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // cpuLimitSeconds is the RLIMIT_CPU backstop: above any wall deadline a run
@@ -531,13 +468,23 @@ func (p *Pool) Close() error {
 		close(p.forks) // every child is reaped: the forking thread may go
 	}
 	<-p.forkerDone
+	if !already {
+		p.closeDescriptors()
+	}
 	return nil
 }
 
+// forker runs every fork on one locked thread (see Pool.forks). The thread
+// has no bounding, inheritable or ambient capabilities, so a
+// child it starts as root has none at all (internal/caps). It is never
+// unlocked: the thread ends with the goroutine instead of going back to the
+// scheduler without them.
 func (p *Pool) forker() {
 	runtime.LockOSThread()
 	defer close(p.forkerDone)
-	defer runtime.UnlockOSThread()
+	if err := caps.DropForExec(); err != nil {
+		p.capsErr = err // every spawn fails with it
+	}
 	for f := range p.forks {
 		f()
 	}
@@ -548,7 +495,11 @@ func (p *Pool) onForkThread(start func() error) error {
 	var err error
 	done := make(chan struct{})
 	p.forks <- func() {
-		err = start()
+		if p.capsErr != nil { // never fork with capabilities to pass on
+			err = p.capsErr
+		} else {
+			err = start()
+		}
 		close(done)
 	}
 	<-done

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -275,6 +276,17 @@ func TestHardening_SpareProcessState(t *testing.T) {
 		t.Fatalf("cwd %q", cwd)
 	}
 	status := proc("status")
+	// No capability in any set, even when the server runs as root (it does
+	// in this repository's CI).
+	sets := []string{"CapInh", "CapPrm", "CapEff", "CapAmb"}
+	if os.Getuid() == 0 { // an ordinary user cannot shrink its bounding set
+		sets = append(sets, "CapBnd")
+	}
+	for _, set := range sets {
+		if !strings.Contains(status, set+":\t0000000000000000\n") {
+			t.Errorf("%s not empty: %s", set, status)
+		}
+	}
 	if !strings.Contains(status, "NoNewPrivs:\t1") {
 		t.Fatal("no_new_privs not set")
 	}
@@ -295,6 +307,16 @@ func TestHardening_SpareProcessState(t *testing.T) {
 		case n == 3 || n == 4:
 			if !strings.HasPrefix(target, "pipe:") {
 				t.Errorf("fd %d is %s", n, target)
+			}
+		case n == 5 || n == 6:
+			// The sealed code and snapshot, each its own read-only
+			// description: never a path into the cache directory.
+			want := map[int]string{5: "/memfd:connecta-code", 6: "/memfd:connecta-snapshot"}[n]
+			if !strings.HasPrefix(target, want) {
+				t.Errorf("fd %d is %s, want %s", n, target, want)
+			}
+			if info := proc("fdinfo/" + fd.Name()); !regexp.MustCompile(`(?m)^flags:\s+0[0-7]*[0]$`).MatchString(info) {
+				t.Errorf("fd %d is not read-only: %s", n, info)
 			}
 		case strings.HasPrefix(target, "anon_inode:"): // epoll, eventfd
 		case strings.HasPrefix(target, "/sys/fs/cgroup/"): // the runtime's GOMAXPROCS watch

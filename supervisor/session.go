@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,10 +56,19 @@ func (l *Lease) Run(ctx context.Context, job Job, host Host) (*Result, error) {
 	return s.run(ctx, frame)
 }
 
+// randomSeed is a run's Math.random seed: 64 bits of the parent's CSPRNG,
+// so no run's sequence follows from the clock or from another run's.
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
 func runOf(job Job, limits Limits) *ipc.Run {
 	r := &ipc.Run{
 		Code:    job.Code,
 		Prelude: job.Prelude,
+		Seed:    randomSeed(),
 		Limits: ipc.Limits{
 			HeapBytes:  limits.HeapBytes,
 			StackBytes: limits.StackBytes,

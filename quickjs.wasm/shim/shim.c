@@ -44,7 +44,7 @@
 /* Defined in quickjs.c but missing from quickjs.h in 2025-04-26. */
 JS_BOOL JS_IsUncatchableError(JSContext *ctx, JSValueConst val);
 /* Added by quickjs-wasi.patch. */
-void JS_ReseedRandom(JSContext *ctx);
+void JS_SeedRandom(JSContext *ctx, uint64_t seed);
 
 #define IMPORT(name) __attribute__((import_module("connecta"), import_name(name)))
 #define EXPORT(name) __attribute__((export_name(name)))
@@ -533,26 +533,28 @@ EXPORT("prepare") int32_t qjs_prepare(const char *src, uint32_t len)
     return st == ST_PENDING ? ST_OK : st;
 }
 
-/* This run's limits; also reseeds Math.random, which would otherwise repeat
-   the template's sequence in every run. */
-static void set_limits(uint64_t heap, uint32_t stack)
+/* This run's limits, and its Math.random seed (64 bits from the host's
+   CSPRNG: the template's sequence must not repeat in every run, and the
+   microsecond clock QuickJS seeds from is guessable). */
+static void set_limits(uint64_t heap, uint32_t stack, uint64_t seed)
 {
     heap_limit = (size_t)heap;
     JS_SetMemoryLimit(rt, heap_limit);
     JS_SetMaxStackSize(rt, stack);
     heap_peak = malloc_state ? malloc_state->malloc_size : 0;
-    JS_ReseedRandom(ctx);
+    JS_SeedRandom(ctx, seed);
 }
 
-/* setup(heap, stack, cfg): this run's limits, and its configuration (JSON:
-   providers, console and result limits) applied by the configure closure. */
+/* setup(heap, stack, cfg, arg_bytes, seed): this run's limits and
+   Math.random seed, and its configuration (JSON: providers, console and
+   result limits) applied by the configure closure. */
 EXPORT("setup") int32_t qjs_setup(uint64_t heap, uint32_t stack, const char *cfg, uint32_t cfglen,
-                                  uint32_t arg_bytes)
+                                  uint32_t arg_bytes, uint64_t seed)
 {
     if (JS_IsUndefined(fn_configure) || configured)
         return ST_INTERNAL;
     JS_UpdateStackTop(rt);
-    set_limits(heap, stack);
+    set_limits(heap, stack, seed);
     max_arg_bytes = arg_bytes;
     char *cbuf = cstring(cfg, cfglen);
     JSValue config = cbuf ? JS_ParseJSON(ctx, cbuf, cfglen, "<config>") : JS_ThrowOutOfMemory(ctx);
