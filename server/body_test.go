@@ -79,6 +79,28 @@ func TestBatch_RefusedBeforeAdmissionForEveryVersion(t *testing.T) {
 	}
 }
 
+// A batch is a batch however much JSON whitespace comes before its '[':
+// 600 blanks (past one peek) or a megabyte of them are skipped, up to the
+// body limit; a single request behind the same blanks is served.
+func TestBatch_RefusedBehindAnyAmountOfWhitespace(t *testing.T) {
+	h := newHarness(t, harnessOptions{code: withCode})
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"async () => 1"}}}`
+	executed := sharedPool(t).Snapshot().Totals.Admitted
+	for _, blanks := range []string{strings.Repeat(" ", 600), strings.Repeat(" \t\r\n", 1<<18)} {
+		status, body := postMCP(t, h.url, blanks+"["+call+","+call+"]", nil)
+		if status != http.StatusBadRequest || !strings.Contains(body, "-32600") {
+			t.Fatalf("%d blanks: status %d %.200s", len(blanks), status, body)
+		}
+	}
+	if after := sharedPool(t).Snapshot().Totals.Admitted; after != executed {
+		t.Fatalf("the executor admitted %d programs from a batch", after-executed)
+	}
+	status, body := postMCP(t, h.url, strings.Repeat("\n ", 5000)+call, nil)
+	if status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a single request behind blanks: status %d %.300s", status, body)
+	}
+}
+
 // trickle opens a raw connection that declares a body and sends it one byte
 // per interval; it returns the status line it got (or the error).
 func trickle(addr string, every time.Duration, stop <-chan struct{}) string {

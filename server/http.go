@@ -235,9 +235,9 @@ func (s *Server) rpcRouted() http.Handler {
 			s.mcpJSON.ServeHTTP(w, r)
 			return
 		}
-		body := held.b // read in place: the SDK still gets every byte
+		body := held.b // read in place (leading blanks already dropped): the SDK still gets every byte
 		var msg rpcPeek
-		if firstNonBlank(body) == '{' && json.Unmarshal(body, &msg) == nil {
+		if len(body) > 0 && body[0] == '{' && json.Unmarshal(body, &msg) == nil {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
 				result := s.inflight.Cancel(info.actor, rpcIDKey(msg.Params.RequestID))
 				s.metrics.cancels.WithLabelValues(string(result)).Inc()
