@@ -273,7 +273,7 @@ func New(opts Options) (*Server, error) {
 			// accepts.
 			MaxRequestBodyBytes:          maxReloadableBodyBytes,
 			PropagateRequestCancellation: true,
-			// Our own rebinding check (originChecked) also admits PublicURL's host.
+			// Our own rebinding check (hostChecked, on every route) also admits PublicURL's host.
 			DisableLocalhostProtection: true,
 			Logger:                     log.With("component", "mcp"),
 		})
