@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +56,31 @@ func TestStdio_MissingCommandIsUnavailable(t *testing.T) {
 	// The exec error reaches the caller: what failed, not a generic line.
 	if !strings.Contains(gerr.Message, "could not be started") || !strings.Contains(gerr.Message, "/nonexistent/mcp-server") {
 		t.Fatalf("message %q does not name the exec error", gerr.Message)
+	}
+}
+
+// A command without a slash resolves through the connector's env.PATH when
+// it sets one: a program only there starts, and a program only in
+// connecta's PATH (sh) does not.
+func TestStdio_CommandResolvesThroughTheConnectorsPATH(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(self, filepath.Join(dir, "connecta-test-stdio")); err != nil {
+		t.Fatal(err)
+	}
+	env := newTestGateway(t, 10*time.Second,
+		ConnectorSpec{ID: "s", Command: []string{"connecta-test-stdio", stdioServerArg}, Env: map[string]string{"PATH": "relative:" + dir}},
+		ConnectorSpec{ID: "t", Command: []string{"sh", "-c", "exit 0"}, Env: map[string]string{"PATH": dir}})
+	if _, gerr := env.call(t, "s.read_items", "", false); gerr != nil {
+		t.Fatalf("a program on the connector's PATH: %s", errJSON(t, gerr))
+	}
+	_, err = env.g.Tools(context.Background(), "t")
+	gerr, _ := err.(*Error)
+	if gerr == nil || !strings.Contains(gerr.Message, "not found in the connector's env.PATH") {
+		t.Fatalf("a program only on connecta's PATH: %v", err)
 	}
 }
 
