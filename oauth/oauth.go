@@ -99,6 +99,7 @@ type Manager struct {
 	opts       Options
 	connectors atomic.Pointer[map[string]*Connector] // replaced whole by SetConnectors
 	http       *http.Client
+	token      tokenClients // token requests: no redirects, no local addresses (tokenclient.go)
 	log        *slog.Logger
 	now        func() time.Time
 	metrics    *metrics
@@ -132,6 +133,7 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
 	}
+	m.token = newTokenClients(m.http)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
