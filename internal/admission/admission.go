@@ -54,12 +54,12 @@ func (c *Cancelled) Unwrap() error { return c.Cause }
 
 // Options size a Queue.
 type Options struct {
-	Active       int           // permits held at once; at least 1
-	MaxQueue     int           // waiters; 0 fails fast when every permit is held
+	Active   int // permits held at once; at least 1
+	MaxQueue int // waiters; 0 fails fast when every permit is held
 	// MaxActivePerKey caps a key's permits while waiters of more than one
 	// key are queued; 0 (or above Active) means Active.
 	MaxActivePerKey int
-	QueueTimeout time.Duration // longest wait in the queue
+	QueueTimeout    time.Duration // longest wait in the queue
 	// OnChange, when set, is called with the active and queued counts after
 	// every change, under the queue's lock: it must be quick (a gauge Set).
 	OnChange func(active, queued int)
