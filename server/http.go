@@ -128,10 +128,11 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // admitted takes a request permit before anything else, including auth
-// (docs/meta-tools.md §12). The permit is held until the response body ends.
+// (docs/meta-tools.md §12), fairly between callers (admissionKey). The
+// permit is held until the response body ends.
 func (s *Server) admitted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.admission.acquire(r.Context())
+		release, err := s.admission.acquire(r.Context(), admissionKey(r))
 		if err != nil {
 			switch {
 			case errors.Is(err, errShuttingDown):
