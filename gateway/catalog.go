@@ -53,7 +53,7 @@ func (c *connector) catalog(ctx context.Context, operation string) (*catalogEntr
 	if err == nil {
 		return e, nil
 	}
-	return nil, c.catalogError(ctx, err, operation)
+	return nil, c.red.redactError(c.catalogError(ctx, err, operation))
 }
 
 func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {

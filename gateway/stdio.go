@@ -122,33 +122,23 @@ func (w procConn) Close() error {
 // is left to that.
 func stdioReader(p *stdioshim.Process) io.ReadCloser { return io.NopCloser(p.Stdout()) }
 
-// redactedMark replaces a secret value in a stderr tail.
-const redactedMark = "[redacted]"
-
 // tailBuffer keeps the last max bytes written (a stdio server's stderr);
 // exec's copier goroutine drains the pipe into it continuously. It keeps
 // enough extra bytes that a secret cut by the window's start is still
-// recognised and redacted.
+// recognised and redacted (by the connector's redactor).
 type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	keep    int
-	secrets []string // longest first
-	buf     []byte
+	mu   sync.Mutex
+	max  int
+	keep int
+	red  *redactor
+	buf  []byte
 }
 
-func newTailBuffer(limit int, secrets []string) *tailBuffer {
-	t := &tailBuffer{max: limit, keep: limit}
-	for _, s := range secrets {
-		if s != "" {
-			t.secrets = append(t.secrets, s)
-			// Any occurrence that overlaps the last limit bytes lies
-			// wholly inside the last limit+len(s).
-			t.keep = max(t.keep, limit+len(s))
-		}
-	}
-	sort.Slice(t.secrets, func(i, j int) bool { return len(t.secrets[i]) > len(t.secrets[j]) })
-	return t
+func newTailBuffer(limit int, red *redactor) *tailBuffer {
+	// Any occurrence that overlaps the last limit bytes lies wholly inside
+	// the last limit+len(form). A stdio server is sent no headers, so the
+	// redactor's forms are fixed.
+	return &tailBuffer{max: limit, keep: limit + red.longest, red: red}
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
@@ -173,9 +163,7 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	s := string(t.buf)
 	t.mu.Unlock()
-	for _, secret := range t.secrets {
-		s = strings.ReplaceAll(s, secret, redactedMark)
-	}
+	s = t.red.Redact(s)
 	if len(s) > t.max {
 		s = s[len(s)-t.max:]
 		for len(s) > 0 && !utf8.RuneStart(s[0]) {

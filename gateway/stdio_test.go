@@ -108,13 +108,13 @@ func TestStdio_StderrThenExitShowsStatusToCallerAndTailToOperator(t *testing.T) 
 
 func TestTailBuffer_KeepsLastBytesAndRedactsAcrossTheWindow(t *testing.T) {
 	const secret = "ABCDEFGHIJ"
-	tb := newTailBuffer(16, []string{secret})
+	tb := newTailBuffer(16, newRedactor([]string{secret}))
 	_, _ = tb.Write([]byte("xxxxxxxxxxxxxxxxxxxx" + secret + "-tail"))
 	got := tb.String()
 	if strings.Contains(got, "ABC") || strings.Contains(got, "HIJ") || len(got) > 16 || !strings.HasSuffix(got, "-tail") {
 		t.Fatalf("tail %q", got)
 	}
-	tb2 := newTailBuffer(8, nil)
+	tb2 := newTailBuffer(8, newRedactor(nil))
 	for i := 0; i < 100; i++ {
 		_, _ = tb2.Write([]byte("0123456789"))
 	}
