@@ -81,14 +81,22 @@ func proxied(t *http.Transport) bool {
 	return err == nil && u != nil
 }
 
-// cgnat is 100.64.0.0/10 (RFC 6598), private in all but name.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// inCGNAT reports 100.64.0.0/10 (RFC 6598), private in all but name; a
+// function, not a parsed prefix, so the package does no init work (the
+// sandbox child's init budget).
+func inCGNAT(ip netip.Addr) bool {
+	if !ip.Is4() {
+		return false // As4 would panic
+	}
+	b := ip.As4()
+	return b[0] == 100 && b[1]&0xC0 == 64
+}
 
 // localAddr is an address that is not on the public internet.
 func localAddr(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	return !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
-		ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip)
+		ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || inCGNAT(ip)
 }
 
 // tokenClient is the client for connector id's token requests: the public

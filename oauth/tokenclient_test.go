@@ -81,7 +81,8 @@ func TestLocalTarget(t *testing.T) {
 		"http://127.0.0.1:8080/mcp": true, "http://localhost/mcp": true, "http://a.localhost/mcp": true,
 		"http://[::1]/mcp": true, "https://10.1.2.3/mcp": true, "https://192.168.0.1/": true,
 		"https://100.64.0.1/": true, "https://169.254.169.254/": true, "https://[fd00::1]/": true,
-		"https://8.8.8.8/mcp": false, "https://name.invalid/mcp": false, "::bad": false,
+		"https://8.8.8.8/mcp": false, "https://[2001:4860::8888]/": false, "https://100.128.0.1/": false,
+		"https://name.invalid/mcp": false, "::bad": false,
 	} {
 		if got := localTarget(ctx, u); got != want {
 			t.Errorf("localTarget(%q) = %v, want %v", u, got, want)
