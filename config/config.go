@@ -71,11 +71,14 @@ type Token struct {
 // Requests is the /mcp request admission (a global FIFO before auth) and the
 // request body cap.
 type Requests struct {
-	MaxActive    int
-	MaxQueue     int // 0 = fail fast when every slot is busy
-	QueueTimeout time.Duration
-	RetryAfter   time.Duration
-	MaxBodyBytes int64
+	MaxActive int
+	// MaxActivePerCaller caps one caller's permits while requests of more
+	// than one caller wait; 0 (absent) means half of MaxActive, rounded up.
+	MaxActivePerCaller int
+	MaxQueue           int // 0 = fail fast when every slot is busy
+	QueueTimeout       time.Duration
+	RetryAfter         time.Duration
+	MaxBodyBytes       int64
 	// BodyTimeout bounds how long a request's body may take to arrive once
 	// it holds a permit (408 after it); below QueueTimeout, so a queued
 	// caller waits at most this long behind slow senders.

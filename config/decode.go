@@ -471,12 +471,16 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		r := &c.Requests
 		d.section(e.val, "requests", []numField{
 			{"maxActive", 1, 4096, intInto(&r.MaxActive)},
+			{"maxActivePerCaller", 1, 4096, intInto(&r.MaxActivePerCaller)},
 			{"maxQueue", 0, maxQueue, intInto(&r.MaxQueue)},
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
 			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
 			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
 			{"bodyTimeoutMs", 1, maxWaitMs, msInto(&r.BodyTimeout)},
 		}, nil, func(fs map[string]entry) {
+			if pe, ok := fs["maxActivePerCaller"]; ok && r.MaxActivePerCaller > r.MaxActive {
+				d.fail(pe.val, "requests.maxActivePerCaller", "%d must be at most requests.maxActive (%d)", r.MaxActivePerCaller, r.MaxActive)
+			}
 			// A caller queued behind slow senders must get a permit before
 			// its own queue wait ends.
 			if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {

@@ -124,7 +124,7 @@ func (c *connector) catalog(ctx context.Context, operation string) (*catalogEntr
 	if err == nil {
 		return e, nil
 	}
-	return nil, c.catalogError(ctx, err, operation)
+	return nil, c.red.redactError(c.catalogError(ctx, err, operation))
 }
 
 // servable reports whether e may be served as it is at now: fresh (or, after

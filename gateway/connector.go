@@ -50,6 +50,7 @@ type connector struct {
 	gate     *callGate   // downstream call admission (calladmission.go)
 	pin      string      // PinOff, PinWarn or PinQuarantine
 	stderr   *tailBuffer // stdio only: redacted on read
+	red      *redactor   // every downstream text the model or operator reads
 
 	connTok chan struct{} // one connect at a time
 
@@ -90,6 +91,7 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		logger:   g.logger.With("connector", spec.ID),
 		readOnly: setOf(spec.ReadOnly),
 		approval: setOf(spec.ApprovalRequired),
+		red:      newRedactor(spec.Secrets),
 		connTok:  make(chan struct{}, 1),
 		pin:      spec.CatalogPin,
 	}
@@ -116,6 +118,11 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 		if g.opts.HTTPClient != nil && g.opts.HTTPClient.Transport != nil {
 			base = g.opts.HTTPClient.Transport
 		}
+		obs := &observingTransport{base: base, red: c.red}
+		if spec.Credential != nil {
+			obs.also = spec.Credential.Header
+		}
+		base = obs
 		if spec.OAuth {
 			if g.opts.OAuth == nil {
 				return nil, fmt.Errorf("oauth is set but the gateway has no OAuth transport")
@@ -138,7 +145,7 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 	if len(spec.Command) > 0 {
 		kinds++
 		c.kind = kindStdio
-		c.stderr = newTailBuffer(StderrTailBytes, spec.Secrets)
+		c.stderr = newTailBuffer(StderrTailBytes, c.red)
 	}
 	if spec.Credential != nil && spec.URL == "" {
 		return nil, fmt.Errorf("credential applies only to url connectors")

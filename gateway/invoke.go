@@ -148,6 +148,9 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	denied := false // the view hid the connector or tool
 	finish := func(e *Error) (*CallResult, *Error) {
 		res.Duration = g.now().Sub(started)
+		if resolved != nil {
+			e = resolved.red.redactError(e) // the downstream's words may echo what it was sent
+		}
 		if split { // V3: no interior dot records nothing
 			g.record(req, connID, toolName, res, e, denied)
 		}

@@ -241,7 +241,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	if code == "" {
 		return fail(http.StatusBadRequest, "The authorization server sent no code. Nothing was changed; ask for a new link.")
 	}
-	tok, err := f.config().Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.http), code,
+	tok, err := f.config().Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.tokenClient(ctx, id)), code,
 		oauth2.VerifierOption(f.Verifier), oauth2.SetAuthURLParam("resource", f.Resource))
 	if err == nil {
 		err = checkToken(tok)
@@ -315,6 +315,9 @@ func exchangeFailed(err error, tokenURL string) *Error {
 			msg += " (" + clip(re.ErrorCode) + ")"
 		} else if re.Response != nil {
 			msg += fmt.Sprintf(" (HTTP %d)", re.Response.StatusCode)
+		}
+		if re.Response != nil && re.Response.StatusCode >= 300 && re.Response.StatusCode <= 399 {
+			msg += ": token requests follow no redirect"
 		}
 		if re.Response != nil && re.Response.StatusCode >= 500 {
 			return &Error{Code: CodeUnavailable, Host: origin(tokenURL), Message: msg, err: err}

@@ -142,7 +142,7 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error
 		}
 		return nil, authRequired("Connector %q's access expired and the authorization server gave no refresh token: a person must sign in again", id)
 	}
-	tok, rerr := m.refreshGrant(ctx, g)
+	tok, rerr := m.refreshGrant(ctx, id, g)
 	if rerr == nil {
 		rerr = checkToken(tok)
 	}
@@ -184,7 +184,7 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error
 // request). x/oauth2's TokenSource cannot add parameters to a refresh, so
 // the request is built here; failures have x/oauth2's shapes
 // (*oauth2.RetrieveError) so that one classification serves both.
-func (m *Manager) refreshGrant(ctx context.Context, g *grant) (*oauth2.Token, error) {
+func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth2.Token, error) {
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {g.RefreshToken}}
 	if g.Resource != "" {
 		form.Set("resource", g.Resource)
@@ -205,7 +205,7 @@ func (m *Manager) refreshGrant(ctx context.Context, g *grant) (*oauth2.Token, er
 	if basic {
 		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(g.ClientSecret))
 	}
-	res, err := m.http.Do(req)
+	res, err := m.tokenClient(ctx, id).Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +322,7 @@ func (m *Manager) Revoke(ctx context.Context, id, actor string) (string, *Error)
 			if tok.value == "" {
 				continue
 			}
-			if rerr := m.revokeToken(ctx, g, tok.value, tok.hint); rerr != nil {
+			if rerr := m.revokeToken(ctx, id, g, tok.value, tok.hint); rerr != nil {
 				return "", rerr
 			}
 		}
@@ -335,7 +335,7 @@ func (m *Manager) Revoke(ctx context.Context, id, actor string) (string, *Error)
 	return done, nil
 }
 
-func (m *Manager) revokeToken(ctx context.Context, g *grant, token, hint string) *Error {
+func (m *Manager) revokeToken(ctx context.Context, id string, g *grant, token, hint string) *Error {
 	form := url.Values{"token": {token}, "token_type_hint": {hint}}
 	if g.AuthStyle != oauth2.AuthStyleInHeader || g.ClientSecret == "" {
 		form.Set("client_id", g.ClientID)
@@ -351,7 +351,7 @@ func (m *Manager) revokeToken(ctx context.Context, g *grant, token, hint string)
 	if g.AuthStyle == oauth2.AuthStyleInHeader && g.ClientSecret != "" {
 		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(g.ClientSecret))
 	}
-	res, err := m.http.Do(req)
+	res, err := m.tokenClient(ctx, id).Do(req)
 	if err != nil {
 		return reachFailed("the revocation endpoint", g.RevocationURL, err)
 	}

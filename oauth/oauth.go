@@ -102,6 +102,7 @@ type Manager struct {
 	opts       Options
 	connectors atomic.Pointer[map[string]*Connector] // replaced whole by SetConnectors
 	http       *http.Client
+	token      tokenClients // token requests: no redirects, no local addresses (tokenclient.go)
 	log        *slog.Logger
 	now        func() time.Time
 	metrics    *metrics
@@ -135,6 +136,7 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
 	}
+	m.token = newTokenClients(m.http)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}

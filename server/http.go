@@ -82,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/operator", s.opts.Operator)
 		mux.Handle("/operator/", s.opts.Operator)
 	}
-	return s.logged(securityHeaders(mux))
+	return s.logged(securityHeaders(s.hostChecked(mux)))
 }
 
 func (s *Server) metricsEndpoint() http.Handler {
@@ -93,7 +93,7 @@ func (s *Server) metricsEndpoint() http.Handler {
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.metricsEndpoint())
-	return securityHeaders(mux)
+	return securityHeaders(s.hostChecked(mux))
 }
 
 // HTTPServer returns an http.Server for the handler with timeouts sized so
@@ -136,10 +136,11 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // admitted takes a request permit before anything else, including auth
-// (docs/meta-tools.md §12). The permit is held until the response body ends.
+// (docs/meta-tools.md §12), fairly between callers (admissionKey). The
+// permit is held until the response body ends.
 func (s *Server) admitted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.admission.acquire(r.Context())
+		release, err := s.admission.acquire(r.Context(), admissionKey(r))
 		if err != nil {
 			switch {
 			case errors.Is(err, errShuttingDown):
@@ -199,8 +200,8 @@ func isLoopbackRemote(remote string) bool {
 
 // originChecked refuses cross-origin browser requests (CSRF and DNS
 // rebinding from a page); non-browser clients send no Origin and pass. The
-// SDK's own loopback Host check is disabled (server.go): the Host check here
-// (rebinding) replaces it, because it must also admit PublicURL's host.
+// SDK's own loopback Host check is disabled (server.go): hostChecked, over
+// every route, replaces it, because it must also admit PublicURL's host.
 func (s *Server) originChecked(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range s.opts.TrustedOrigins {
@@ -209,10 +210,6 @@ func (s *Server) originChecked(next http.Handler) http.Handler {
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.rebinding(r) {
-			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
-			return
-		}
 		if loopbackOrigin(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -243,9 +240,9 @@ func (s *Server) rpcRouted() http.Handler {
 			s.mcpJSON.ServeHTTP(w, r)
 			return
 		}
-		body := held.b // read in place: the SDK still gets every byte
+		body := held.b // read in place (leading blanks already dropped): the SDK still gets every byte
 		var msg rpcPeek
-		if firstNonBlank(body) == '{' && json.Unmarshal(body, &msg) == nil {
+		if len(body) > 0 && body[0] == '{' && json.Unmarshal(body, &msg) == nil {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
 				result := s.inflight.Cancel(info.who.Key(), rpcIDKey(msg.Params.RequestID))
 				s.metrics.cancels.WithLabelValues(string(result)).Inc()
@@ -272,6 +269,19 @@ type rpcPeek struct {
 		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
 		Meta      map[string]any  `json:"_meta"`
 	} `json:"params"`
+}
+
+// hostChecked refuses a DNS-rebinding attempt on every route, before
+// admission: a page whose name rebinds to 127.0.0.1 must read neither /mcp
+// nor /activity, /health, /metrics or the console of a loopback listener.
+func (s *Server) hostChecked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.rebinding(r) {
+			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // rebinding reports a DNS-rebinding attempt: a request that arrived on a

@@ -72,11 +72,14 @@ type Token struct {
 
 // RequestLimits configure /mcp admission and the body cap (docs/meta-tools.md §12).
 type RequestLimits struct {
-	MaxActive    int
-	MaxQueue     int // 0 = fail fast
-	QueueTimeout time.Duration
-	RetryAfter   time.Duration
-	MaxBodyBytes int64
+	MaxActive int
+	// MaxActivePerCaller caps one caller's permits while requests of more
+	// than one caller wait; 0 means half of MaxActive, rounded up.
+	MaxActivePerCaller int
+	MaxQueue           int // 0 = fail fast
+	QueueTimeout       time.Duration
+	RetryAfter         time.Duration
+	MaxBodyBytes       int64
 	// BodyTimeout bounds the arrival of a body once its request holds a
 	// permit (408 after it).
 	BodyTimeout time.Duration
@@ -226,7 +229,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.live.Store(&settings{tokens: tokens, inbound: opts.Inbound, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code, access: opts.Access})
-	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
+	s.admission, err = newAdmission(*r, reg)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
@@ -282,7 +285,7 @@ func New(opts Options) (*Server, error) {
 			// accepts.
 			MaxRequestBodyBytes:          maxReloadableBodyBytes,
 			PropagateRequestCancellation: true,
-			// Our own rebinding check (originChecked) also admits PublicURL's host.
+			// Our own rebinding check (hostChecked, on every route) also admits PublicURL's host.
 			DisableLocalhostProtection: true,
 			Logger:                     log.With("component", "mcp"),
 		})
