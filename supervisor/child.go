@@ -89,16 +89,17 @@ func (p *Pool) spawn(mode string) (*child, error) {
 	if p.opts.Namespaces && !p.nsRefused.Load() {
 		attr.Cloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
 	}
+	path, files := p.command([]*os.File{inR, outW}) // fd 3, fd 4, then the child's executable
 	newCmd := func() *exec.Cmd {
 		return &exec.Cmd{
-			Path:        p.exe(),
+			Path:        path,
 			Args:        append([]string{"connecta-sandbox"}, argv...),
 			Env:         []string{}, // nil would inherit ours
 			Dir:         "/",
 			Stdin:       nil, // /dev/null
 			Stdout:      nil, // /dev/null
 			Stderr:      c.stderr,
-			ExtraFiles:  []*os.File{inR, outW}, // fd 3, fd 4
+			ExtraFiles:  files,
 			SysProcAttr: attr,
 			WaitDelay:   time.Second,
 		}
@@ -119,7 +120,7 @@ func (p *Pool) spawn(mode string) (*child, error) {
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return nil, fmt.Errorf("supervisor: starting sandbox child: %w", err)
+		return nil, fmt.Errorf("supervisor: starting sandbox child (%s): %w", p.exe.describe(), err)
 	}
 	c.cmd = cmd
 	c.pid = cmd.Process.Pid

@@ -37,6 +37,7 @@ type Pool struct {
 	adm      *admission
 	cacheDir string
 	snapshot string // "<file>:<sha256>" for ChildArgs.Snapshot; "" = none
+	exe      *childExe
 
 	ready   chan *child // a seat hands its ready child to a session
 	closing chan struct{}
@@ -81,16 +82,17 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 	}
 	go p.forker()
 	p.adm = newAdmission(opts.Slots, opts.MaxQueue, opts.QueueTimeout, m, p.log)
-	if _, err := os.Stat(selfExe); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("supervisor: cannot re-execute %s: %w", selfExe, err)
-	}
 	if !opts.DisableCache {
 		if p.cacheDir, err = p.prepareCacheDir(); err != nil {
 			p.Close()
 			return nil, err
 		}
 	}
+	if p.exe, err = p.prepareChild(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.m.setChild(p.exe.kind)
 	if err := p.warm(ctx); err != nil {
 		p.Close()
 		return nil, err
@@ -531,8 +533,15 @@ func (p *Pool) Close() error {
 		close(p.forks) // every child is reaped: the forking thread may go
 	}
 	<-p.forkerDone
+	if !already {
+		p.exe.close()
+	}
 	return nil
 }
+
+// ChildKind is what the pool's children execute: ChildEmbedded (the slim
+// child) or ChildSelf (this binary re-executed).
+func (p *Pool) ChildKind() string { return p.exe.kind }
 
 func (p *Pool) forker() {
 	runtime.LockOSThread()
