@@ -31,6 +31,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/internal/childbin"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
@@ -172,7 +173,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 	var code server.CodeTool
 	var codeAdmission func() server.AdmissionSnapshot
-	executorName := ""
+	executorName, executorChild := "", ""
 	if o.Executor {
 		a.Pool = o.Pool
 		if a.Pool == nil {
@@ -182,7 +183,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			}
 			a.ownsPool = true
 		}
-		executorName = ExecutorName
+		executorName, executorChild = ExecutorName, a.Pool.ChildKind()
 		code, err = a.codeTool(cfg, log)
 		if err != nil {
 			return nil, fmt.Errorf("execute_code: %w", err)
@@ -208,6 +209,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Code:             code,
 
 		ExecutorName:         executorName,
+		ExecutorChild:        executorChild,
 		CodeAdmission:        codeAdmission,
 		StoreState:           a.state.health,
 		Inflight:             a.state.inflight(),
@@ -354,6 +356,8 @@ func SupervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Regi
 			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
 		},
 		CacheDir: cacheDir,
+		// The slim child this build carries (make build), or none.
+		Child:    supervisor.Child{Binary: childbin.Binary(), SHA256: childbin.SHA256()},
 		Logger:   log,
 		Registry: reg,
 	}
