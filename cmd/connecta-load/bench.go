@@ -44,6 +44,7 @@ type benchConfig struct {
 	StreamN    int    // cancellations and streamed programs measured
 	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
+	Vs         string // a second binary measured against Connecta, interleaved; "" = none
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,6 +56,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.FloorN, "floor", 200, "hello-world spawns per floor measurement")
 	fs.IntVar(&c.Sequential, "requests", 200, "calls per sequential series")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each closed-loop point")
+	fs.StringVar(&c.Vs, "vs", "", "a second connecta binary (the previous build) to measure against --connecta in interleaved rounds, printing the ratios")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
 	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
 	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL (issue 13)")
@@ -101,6 +103,7 @@ type benchResult struct {
 	Budget                     []budgetKill
 	Streaming                  *streamResult // issue 10 figures; nil when not measured
 	Stores                     []storePoint  // issue 13 figures; nil when not measured
+	Vs                         *vsResult     // --vs; nil without it
 }
 
 type loopPoint struct {
@@ -121,7 +124,10 @@ type budgetKill struct {
 func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 	r := &benchResult{Machine: machine(), GoVersion: runtime.Version(), LoadBefore: loadAverage()}
-	for _, p := range []*string{&c.Connecta, &c.Hello} {
+	for _, p := range []*string{&c.Connecta, &c.Hello, &c.Vs} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return nil, err
@@ -243,8 +249,13 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 		}
 	}
 
-	logf("hello-world floor again")
 	srv.stop()
+	if c.Vs != "" {
+		if r.Vs, err = benchVs(ctx, c, connectors, logf); err != nil {
+			return nil, err
+		}
+	}
+	logf("hello-world floor again")
 	floorCPU2, floorWall2, err := supervisor.SpawnFloor(c.Hello, c.FloorN)
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)

@@ -50,6 +50,9 @@ func (r *benchResult) write(w io.Writer) error {
 		r.Streaming.write(&b)
 	}
 	writeStores(&b, r.Stores)
+	if r.Vs != nil {
+		r.Vs.write(&b, r.FloorCPU)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
