@@ -25,6 +25,18 @@ child:
 build: child
 	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
 
+# build-verify (CI): build the child and bin/connecta again from an empty
+# build cache and compare the bytes with make build's: the build is
+# reproducible, not merely cached.
+.PHONY: build-verify
+build-verify: build
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -o $$tmp/sandbox-child ./cmd/sandbox-child && \
+	cmp $$tmp/sandbox-child $(CHILD) && \
+	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $$tmp/connecta ./cmd/connecta && \
+	cmp $$tmp/connecta bin/connecta && \
+	echo "build-verify: bin/connecta $$(sha256sum < bin/connecta | cut -c1-16)… and its child reproduced from an empty build cache"
+
 # run: the README's first command: build, then serve the embedded default
 # configuration on 127.0.0.1:8787.
 run: build
