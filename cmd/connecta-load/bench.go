@@ -45,6 +45,7 @@ type benchConfig struct {
 	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 	Vs         string // a second binary measured against Connecta, interleaved; "" = none
+	VsOnly     bool   // only the floor and the --vs comparison
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,6 +58,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.Sequential, "requests", 200, "calls per sequential series")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each closed-loop point")
 	fs.StringVar(&c.Vs, "vs", "", "a second connecta binary (the previous build) to measure against --connecta in interleaved rounds, printing the ratios")
+	fs.BoolVar(&c.VsOnly, "vs-only", false, "with --vs: measure only the floor and the comparison")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
 	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
 	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL (issue 13)")
@@ -153,6 +155,18 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 	}
 	defer stopTools()
 	connectors := fmt.Sprintf("  - id: demo\n    url: %s\n  - id: bench\n    url: %s\n", downURL, toolsURL)
+	if c.VsOnly && c.Vs != "" {
+		if r.Vs, err = benchVs(ctx, c, connectors, logf); err != nil {
+			return nil, err
+		}
+		floorCPU2, floorWall2, err := supervisor.SpawnFloor(c.Hello, c.FloorN)
+		if err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
+		}
+		r.FloorCPU, r.FloorWall = (floorCPU+floorCPU2)/2, (floorWall+floorWall2)/2
+		r.LoadAfter = loadAverage()
+		return r, nil
+	}
 	dir, err := os.MkdirTemp("", "connecta-bench-")
 	if err != nil {
 		return nil, err
@@ -289,6 +303,13 @@ func childPeak(ctx context.Context, cl *rawClient, pid, n int) (int64, error) {
 			case <-t.C:
 			}
 			for _, c := range childrenOf(pid) {
+				// Only a child past its exec: between fork and exec it
+				// shares the server's memory (vfork), and its peak would
+				// be the server's. Its argv is read first, so the peak
+				// read after it is the child's own.
+				if !isSandboxChild(c) {
+					continue
+				}
 				if _, hwm, err := memory(c); err == nil {
 					mu.Lock()
 					peak = max(peak, hwm)
@@ -301,6 +322,13 @@ func childPeak(ctx context.Context, cl *rawClient, pid, n int) (int64, error) {
 	close(done)
 	wg.Wait()
 	return peak, err
+}
+
+// isSandboxChild reports whether pid has executed the sandbox child (its
+// argv[0] is the child's, whichever binary it runs).
+func isSandboxChild(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.HasPrefix(string(b), "connecta-sandbox\x00")
 }
 
 // budget runs one program that can only end by its CPU budget and reports
