@@ -27,7 +27,8 @@ build: child
 
 # build-verify (CI): build the child and bin/connecta again from an empty
 # build cache and compare the bytes with make build's: the build is
-# reproducible, not merely cached.
+# reproducible, not merely cached. Run it on a tree nothing changes
+# meanwhile: the binaries record the VCS revision and whether it is dirty.
 .PHONY: build-verify
 build-verify: build
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \

@@ -155,10 +155,14 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 	}
 	defer stopTools()
 	connectors := fmt.Sprintf("  - id: demo\n    url: %s\n  - id: bench\n    url: %s\n", downURL, toolsURL)
-	if c.VsOnly && c.Vs != "" {
-		if r.Vs, err = benchVs(ctx, c, connectors, logf); err != nil {
-			return nil, err
+	// finish runs the --vs comparison, then the floor again.
+	finish := func() (*benchResult, error) {
+		if c.Vs != "" {
+			if r.Vs, err = benchVs(ctx, c, connectors, logf); err != nil {
+				return nil, err
+			}
 		}
+		logf("hello-world floor again")
 		floorCPU2, floorWall2, err := supervisor.SpawnFloor(c.Hello, c.FloorN)
 		if err != nil {
 			return nil, fmt.Errorf("floor: %w", err)
@@ -166,6 +170,9 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 		r.FloorCPU, r.FloorWall = (floorCPU+floorCPU2)/2, (floorWall+floorWall2)/2
 		r.LoadAfter = loadAverage()
 		return r, nil
+	}
+	if c.VsOnly && c.Vs != "" {
+		return finish()
 	}
 	dir, err := os.MkdirTemp("", "connecta-bench-")
 	if err != nil {
@@ -264,19 +271,7 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 	}
 
 	srv.stop()
-	if c.Vs != "" {
-		if r.Vs, err = benchVs(ctx, c, connectors, logf); err != nil {
-			return nil, err
-		}
-	}
-	logf("hello-world floor again")
-	floorCPU2, floorWall2, err := supervisor.SpawnFloor(c.Hello, c.FloorN)
-	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
-	}
-	r.FloorCPU, r.FloorWall = (floorCPU+floorCPU2)/2, (floorWall+floorWall2)/2
-	r.LoadAfter = loadAverage()
-	return r, nil
+	return finish()
 }
 
 func cpuSince(pid int, before cpuTimes) (cpuTimes, error) {
