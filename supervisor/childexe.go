@@ -179,16 +179,24 @@ func sealedMemfd(b []byte, sum string) (*os.File, error) {
 	if _, err := rw.Write(b); err != nil {
 		return nil, fmt.Errorf("supervisor: writing the sandbox child into its memfd: %w", err)
 	}
+	if err := seal(fd); err != nil {
+		return nil, err
+	}
+	return reopenReadOnly(rw, int64(len(b)), sum, "its sealed memfd")
+}
+
+// seal adds childSeals to the memfd fd and checks that it carries them.
+func seal(fd int) error {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, childSeals); err != nil {
-		return nil, fmt.Errorf("supervisor: the sandbox child's memfd cannot be sealed: %w; the pool does not run an unsealed child "+
+		return fmt.Errorf("supervisor: the sandbox child's memfd cannot be sealed: %w; the pool does not run an unsealed child "+
 			"(a kernel with memfd sealing, Linux ≥ 3.17, is needed)", err)
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil || seals&childSeals != childSeals {
-		return nil, fmt.Errorf("supervisor: the sandbox child's memfd is not sealed (seals %#x, want %#x, %v); the pool does not run an unsealed child",
+		return fmt.Errorf("supervisor: the sandbox child's memfd is not sealed (seals %#x, want %#x, %v); the pool does not run an unsealed child",
 			seals, childSeals, err)
 	}
-	return reopenReadOnly(rw, int64(len(b)), sum, "its sealed memfd")
+	return nil
 }
 
 // reopenReadOnly opens f's inode again read-only (through its /proc/self/fd

@@ -160,6 +160,19 @@ func TestEmbeddedChild_AnotherBuildsChildIsRefused(t *testing.T) {
 	}
 }
 
+// A memfd that cannot be sealed is refused, naming why (one made without
+// MFD_ALLOW_SEALING carries F_SEAL_SEAL from birth: no seal can be added).
+func TestEmbeddedChild_UnsealableMemfdIsRefused(t *testing.T) {
+	fd, err := unix.MemfdCreate("unsealable", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skip("no memfd_create:", err)
+	}
+	defer unix.Close(fd)
+	if err := seal(fd); err == nil || !strings.Contains(err.Error(), "cannot be sealed") {
+		t.Fatalf("seal: %v", err)
+	}
+}
+
 // A copy whose read-back differs from the stamp is refused, never run.
 func TestEmbeddedChild_ReadBackMismatchIsRefused(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "child"))
