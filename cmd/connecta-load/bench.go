@@ -46,6 +46,7 @@ type benchConfig struct {
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 	Vs         string // a second binary measured against Connecta, interleaved; "" = none
 	VsOnly     bool   // only the floor and the --vs comparison
+	VsRounds   int    // interleaved rounds of the comparison
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -58,6 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.Sequential, "requests", 200, "calls per sequential series")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each closed-loop point")
 	fs.StringVar(&c.Vs, "vs", "", "a second connecta binary (the previous build) to measure against --connecta in interleaved rounds, printing the ratios")
+	fs.IntVar(&c.VsRounds, "vs-rounds", defaultVsRounds, "interleaved rounds of the --vs comparison")
 	fs.BoolVar(&c.VsOnly, "vs-only", false, "with --vs: measure only the floor and the comparison")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
 	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
@@ -74,8 +76,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		c.Clients = append(c.Clients, n)
 	}
-	if c.FloorN < 1 || c.Sequential < 1 || c.Duration <= 0 || c.StreamN < 1 {
-		fmt.Fprintln(stderr, "connecta-load bench: --floor, --requests and --duration must be positive")
+	if c.FloorN < 1 || c.Sequential < 1 || c.Duration <= 0 || c.StreamN < 1 || c.VsRounds < 1 {
+		fmt.Fprintln(stderr, "connecta-load bench: --floor, --requests, --duration, --stream and --vs-rounds must be positive")
 		return 2
 	}
 	r, err := bench(ctx, c, stderr)

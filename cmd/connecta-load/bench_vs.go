@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// vsRounds is how many interleaved rounds --vs runs: each round measures
-// both binaries, in alternating order, so load drift on a shared machine
-// falls on both alike.
-const vsRounds = 3
+// defaultVsRounds is how many interleaved rounds --vs runs: each round
+// measures both binaries, in alternating order, so load drift on a shared
+// machine falls on both alike.
+const defaultVsRounds = 3
 
 // vsSide is one binary's totals over every round of the comparison.
 type vsSide struct {
@@ -30,6 +30,7 @@ func (s *vsSide) perSec() float64                      { return float64(s.LoopOK
 
 // vsResult is the --vs comparison: this binary (A) against another (B).
 type vsResult struct {
+	Rounds     int
 	Clients    int
 	A, B       vsSide
 	LoadBefore string
@@ -41,7 +42,7 @@ type vsResult struct {
 // 1+1 (child and parent CPU per program), 1+1 in a closed loop at the
 // largest client count (throughput), and the child's peak RSS.
 func benchVs(ctx context.Context, c benchConfig, connectors string, logf func(string, ...any)) (*vsResult, error) {
-	r := &vsResult{Clients: c.Clients[len(c.Clients)-1], A: vsSide{Bin: c.Connecta}, B: vsSide{Bin: c.Vs}, LoadBefore: loadAverage()}
+	r := &vsResult{Rounds: c.VsRounds, Clients: c.Clients[len(c.Clients)-1], A: vsSide{Bin: c.Connecta}, B: vsSide{Bin: c.Vs}, LoadBefore: loadAverage()}
 	type running struct {
 		side *vsSide
 		srv  *benchServer
@@ -67,14 +68,14 @@ func benchVs(ctx context.Context, c benchConfig, connectors string, logf func(st
 		sides = append(sides, running{s, srv, newRawClient(srv.url, 2*MaxClients)})
 	}
 	time.Sleep(time.Second) // spares settle
-	n := max(c.Sequential/vsRounds, 1)
-	for round := range vsRounds {
+	n := max(c.Sequential/r.Rounds, 1)
+	for round := range r.Rounds {
 		order := []running{sides[0], sides[1]}
 		if round%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, x := range order {
-			logf("--vs round %d/%d: %s", round+1, vsRounds, filepath.Base(x.side.Bin))
+			logf("--vs round %d/%d: %s", round+1, r.Rounds, filepath.Base(x.side.Bin))
 			before, err := readCPU(x.srv.pid)
 			if err != nil {
 				return nil, err
@@ -123,7 +124,7 @@ func quotient(a, b float64) string {
 // write prints the comparison as a Markdown table: each figure for A and B,
 // × the hello-world floor of the same run, and A ÷ B.
 func (r *vsResult) write(b *strings.Builder, floor time.Duration) {
-	fmt.Fprintf(b, "\n### This binary (A) against --vs (B), %d interleaved rounds\n\n", vsRounds)
+	fmt.Fprintf(b, "\n### This binary (A) against --vs (B), %d interleaved rounds\n\n", r.Rounds)
 	fmt.Fprintf(b, "A: `%s`; B: `%s`. Load average before / after: %s / %s.\n\n", r.A.Bin, r.B.Bin, r.LoadBefore, r.LoadAfter)
 	b.WriteString("| figure | A | B | A ÷ B |\n| --- | --- | --- | --- |\n")
 	cpu := func(name string, a, bb time.Duration) {
