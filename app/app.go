@@ -59,8 +59,8 @@ type Options struct {
 	// (or over Pool when set). Without it the server has six tools.
 	Executor bool
 	// Pool, when set, is the executor pool the application runs programs
-	// on; the application does not close it. Test binaries share one, as
-	// every child they spawn re-executes the test binary.
+	// on; the application does not close it. Test binaries share one: a
+	// pool's start warms a child and keeps spares of its own.
 	Pool *supervisor.Pool
 	// Connectors are added after the configured ones: in-process servers
 	// that a configuration file cannot name (tests, examples).

@@ -6,8 +6,8 @@
 //
 // The evaluator is our own (JSON Schema 2020-12, with 2019-09, draft-07,
 // -06 and -04 spellings): it keeps no package state and does no work at
-// init, which matters because every sandbox child re-executes the binary
-// and runs every package init; it reports every failing keyword with its
+// init (which mattered while every sandbox child re-executed the gateway;
+// the child is its own binary now); it reports every failing keyword with its
 // instance location and never the value; and its cost is bounded inside the
 // evaluation itself (MaxEvaluations), not by a guess beforehand.
 package validate
