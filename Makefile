@@ -18,8 +18,13 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # content-derived build IDs; the same tree gives the same bytes.
 CHILD := internal/childbin/sandbox-child
 GOTAGS := slimchild
+# The child carries no symbol table or DWARF (-s -w: 9.1 → 6.4 MB, in the
+# parent and in the memfd); neither is loaded when it runs, panics still
+# have their traces (pclntab), and `go tool addr2line` still resolves its
+# addresses for a profile.
+CHILD_LDFLAGS := -s -w
 child:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(CHILD) ./cmd/sandbox-child
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(CHILD_LDFLAGS)' -o $(CHILD) ./cmd/sandbox-child
 	cd $(dir $(CHILD)) && sha256sum $(notdir $(CHILD)) > $(notdir $(CHILD)).sha256
 
 build: child
@@ -32,7 +37,7 @@ build: child
 .PHONY: build-verify
 build-verify: build
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -o $$tmp/sandbox-child ./cmd/sandbox-child && \
+	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(CHILD_LDFLAGS)' -o $$tmp/sandbox-child ./cmd/sandbox-child && \
 	cmp $$tmp/sandbox-child $(CHILD) && \
 	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $$tmp/connecta ./cmd/connecta && \
 	cmp $$tmp/connecta bin/connecta && \

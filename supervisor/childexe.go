@@ -202,7 +202,7 @@ func seal(fd int) error {
 }
 
 // pageOut asks the kernel to reclaim b's pages: once copied into the memfd
-// the parent never reads the embedded child again, and its 9 MB of the
+// the parent never reads the embedded child again, and its megabytes of the
 // binary's pages would otherwise stay in the parent's RSS. MADV_PAGEOUT
 // keeps the contents (file pages are read again on use, anonymous ones are
 // swapped or stay), so it is safe on any slice; a kernel before 5.4 ignores
