@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -44,12 +43,13 @@ type vsResult struct {
 func benchVs(ctx context.Context, c benchConfig, connectors string, logf func(string, ...any)) (*vsResult, error) {
 	r := &vsResult{Rounds: c.VsRounds, Clients: c.Clients[len(c.Clients)-1], A: vsSide{Bin: c.Connecta}, B: vsSide{Bin: c.Vs}, LoadBefore: loadAverage()}
 	type running struct {
+		name string // A or B
 		side *vsSide
 		srv  *benchServer
 		cl   *rawClient
 	}
 	var sides []running
-	for _, s := range []*vsSide{&r.A, &r.B} {
+	for i, s := range []*vsSide{&r.A, &r.B} {
 		dir, err := os.MkdirTemp("", "connecta-bench-vs-")
 		if err != nil {
 			return nil, err
@@ -65,7 +65,7 @@ func benchVs(ctx context.Context, c benchConfig, connectors string, logf func(st
 			return nil, fmt.Errorf("--vs %s: %w", s.Bin, err)
 		}
 		defer srv.stop()
-		sides = append(sides, running{s, srv, newRawClient(srv.url, 2*MaxClients)})
+		sides = append(sides, running{string(rune('A' + i)), s, srv, newRawClient(srv.url, 2*MaxClients)})
 	}
 	time.Sleep(time.Second) // spares settle
 	n := max(c.Sequential/r.Rounds, 1)
@@ -75,7 +75,7 @@ func benchVs(ctx context.Context, c benchConfig, connectors string, logf func(st
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, x := range order {
-			logf("--vs round %d/%d: %s", round+1, r.Rounds, filepath.Base(x.side.Bin))
+			logf("--vs round %d/%d: %s (%s)", round+1, r.Rounds, x.name, x.side.Bin)
 			before, err := readCPU(x.srv.pid)
 			if err != nil {
 				return nil, err
