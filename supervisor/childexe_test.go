@@ -220,3 +220,44 @@ func TestSelfChild_WarnsNamingTheBuild(t *testing.T) {
 		t.Fatalf("want one WARN naming %q:\n%s", BuildSlimChild, lb)
 	}
 }
+
+// Under a real vm.memfd_noexec=2 (set in a private PID namespace, where the
+// setting lives, so the machine's stays as it is) the pool takes the
+// verified copy below the cache directory and runs programs from it.
+func TestEmbeddedChild_RealMemfdNoExecTakesTheCopy(t *testing.T) {
+	const inside = "CONNECTA_TEST_MEMFD_NOEXEC_CHILD"
+	if path := os.Getenv(inside); path != "" {
+		if err := os.WriteFile("/proc/sys/vm/memfd_noexec", []byte("2"), 0); err != nil {
+			t.Skip("cannot set vm.memfd_noexec in this PID namespace:", err)
+		}
+		bin, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(bin)
+		p, logs := newRealPool(t, Options{Slots: 1, Child: Child{Binary: bin, SHA256: hex.EncodeToString(sum[:])}})
+		requireEngine(t, p)
+		if p.exe.how != "cache copy" || !strings.Contains(logs.String(), "vm.memfd_noexec") {
+			t.Fatalf("how %q; log:\n%s", p.exe.how, logs)
+		}
+		return
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Getuid() != 0 {
+		t.Skip("needs root and unshare(1) for a private PID namespace")
+	}
+	if _, err := os.Stat("/proc/sys/vm/memfd_noexec"); err != nil {
+		t.Skip("this kernel has no vm.memfd_noexec")
+	}
+	slimChild(t)
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0],
+		"-test.run", "^TestEmbeddedChild_RealMemfdNoExecTakesTheCopy$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), inside+"="+filepath.Join(slim.dir, "sandbox-child"))
+	out, err := cmd.CombinedOutput()
+	switch {
+	case strings.Contains(string(out), "--- SKIP"):
+		t.Skipf("inside the PID namespace: %s", out)
+	case err != nil || !strings.Contains(string(out), "--- PASS"):
+		t.Fatalf("inside the PID namespace: %v\n%s", err, out)
+	}
+}
