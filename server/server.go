@@ -99,6 +99,9 @@ type Options struct {
 	Code      CodeTool           // execute_code; nil leaves six tools (tests only)
 	// ExecutorName is reported by /health (docs/meta-tools.md §14); sanitized to [\w .+-], ≤ 40.
 	ExecutorName string
+	// ExecutorChild is what sandbox children execute, for /health's
+	// executor.child: "embedded" (the slim child) or "self".
+	ExecutorChild string
 	// CodeAdmission returns the executor's payload-free admission snapshot
 	// for /health, in the requests' shape; nil reports
 	// {managedByExecutor:true}. The application constructor (package app)
@@ -476,7 +479,8 @@ type healthServer struct {
 }
 
 type healthExecutor struct {
-	Name string `json:"name"`
+	Name  string `json:"name"`
+	Child string `json:"child,omitempty"` // supervisor.ChildEmbedded | ChildSelf
 }
 
 type healthAdmission struct {
@@ -525,7 +529,7 @@ func (s *Server) Health() HealthReport {
 		h.Status = StatusShuttingDown
 	}
 	if name := sanitizeExecutorName(s.opts.ExecutorName); name != "" {
-		h.Executor = &healthExecutor{Name: name}
+		h.Executor = &healthExecutor{Name: name, Child: s.opts.ExecutorChild}
 	}
 	return h
 }

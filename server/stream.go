@@ -18,26 +18,15 @@ import (
 // HTTP, logging/setLevel cannot persist from one request to the next.
 const metaLogLevel = mcp.MetaKeyLogLevel
 
-// levelRank ranks the MCP logging levels, lowest first; -1 for none (a
-// function, not a map: package state would be init work in every child).
+// levelRanks ranks the MCP logging levels, lowest first.
+var levelRanks = map[mcp.LoggingLevel]int{
+	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
+}
+
+// levelRank is l's rank; -1 for none.
 func levelRank(l mcp.LoggingLevel) int {
-	switch l {
-	case "debug":
-		return 0
-	case "info":
-		return 1
-	case "notice":
-		return 2
-	case "warning":
-		return 3
-	case "error":
-		return 4
-	case "critical":
-		return 5
-	case "alert":
-		return 6
-	case "emergency":
-		return 7
+	if r, ok := levelRanks[l]; ok {
+		return r
 	}
 	return -1
 }

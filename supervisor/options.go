@@ -100,14 +100,21 @@ type Options struct {
 	// kernel refuses, the pool says so once and spawns without.
 	Namespaces bool
 
+	// Child is what every child executes: the slim child the build carries
+	// (verified, from a sealed memfd), or, when it carries none, this binary
+	// re-executed (then a WARN names the command that builds the slim one).
+	Child Child
+
 	Logger   *slog.Logger          // nil → discard
 	Registry prometheus.Registerer // nil → no metrics
 
 	// testChildArgv, when set, replaces the child's argv after the
 	// executable path (tests select misbehaving children with it).
 	testChildArgv func(mode string) []string
-	// floorExe, when set, is executed instead of /proc/self/exe (SpawnFloor).
+	// floorExe, when set, is executed instead of the pool's child (SpawnFloor).
 	floorExe string
+	// testMemfdNoExec acts as a kernel that refuses executable memfds.
+	testMemfdNoExec bool
 }
 
 // Limits bound one run. In a Job, zero fields take the pool's.

@@ -211,7 +211,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		failures++
 		fmt.Fprintf(stdout, "executor: FAILED %v\n", err)
 	} else {
-		fmt.Fprintln(stdout, "executor: ok (async () => 42 returned 42)")
+		fmt.Fprintf(stdout, "executor: ok (async () => 42 returned 42; sandbox child: %s)\n", a.Pool.ChildKind())
 	}
 	if failures > 0 {
 		return fail("doctor found %d problem(s)", failures)
