@@ -272,3 +272,27 @@ func TestEmbeddedChild_RealMemfdNoExecTakesTheCopy(t *testing.T) {
 		t.Fatalf("inside the PID namespace: %v\n%s", err, out)
 	}
 }
+
+// The slim child runs a program that waits on host calls: its run loop arms
+// a timer after the seccomp filter is in force, which needs the runtime's
+// poller to exist already (the re-executed gateway happened to create it
+// before hardening; the slim child creates it on purpose, sandbox
+// initPoller). Before that, every such program ended "netpollinit failed".
+func TestEmbeddedChild_ProgramWithHostCallsUnderSeccomp(t *testing.T) {
+	p, _ := newRealPool(t, Options{Slots: 1, Child: slimChild(t)})
+	requireEngine(t, p)
+	l, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Run(context.Background(), Job{
+		Code:      `async () => [await t.echo(1), await t.echo("x")]`,
+		Providers: []Provider{{Name: "t", Functions: []string{"echo"}}},
+	}, newTestHost())
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	if string(res.Value) != `[[1],["x"]]` {
+		t.Fatalf("value %s", res.Value)
+	}
+}
