@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
@@ -125,8 +126,17 @@ func hardenLate(a ipc.ChildArgs) error {
 		// grant (docs/PITFALLS.md); every other layer stays.
 		return nil
 	}
+	startPoller()
 	return installSeccomp()
 }
+
+// startPoller makes the Go runtime create its poller now: it does so on the
+// first timer (epoll_create1, eventfd2), which the allow-list refuses, and a
+// run that waits for a host call's reply waits on its deadline's timer. The
+// re-executed whole binary had its poller from start; the slim child opens
+// nothing that needs one before the filter. A sleep's timer is added to the
+// timer heap at once, and that is where the runtime initializes the poller.
+func startPoller() { time.Sleep(time.Nanosecond) }
 
 func setRlimit(res int, soft, hard uint64) error {
 	if err := unix.Setrlimit(res, &unix.Rlimit{Cur: soft, Max: hard}); err != nil {
