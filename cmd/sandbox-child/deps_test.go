@@ -17,6 +17,7 @@ var (
 		"github.com/connecta-dev/connecta/guest",
 		"github.com/connecta-dev/connecta/ipc",
 		"github.com/connecta-dev/connecta/jstext",
+		"github.com/connecta-dev/connecta/internal/caps", // the child drops what capabilities it holds first thing
 		"github.com/connecta-dev/connecta/quickjs.wasm",
 		"github.com/tetratelabs/wazero",
 		"github.com/elastic/go-seccomp-bpf",
