@@ -2,6 +2,9 @@ package container
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The programs whose answers must be the same in the container as on the
@@ -152,8 +157,45 @@ func TestImage_RunsProgramsAsOnTheHostAndStopsWithItsChildren(t *testing.T) {
 		t.Errorf("the container's log (want the memfd child and the tmpfs cache used):\n%s", logs)
 	}
 
-	// podman stop: SIGTERM, the drain, exit 0, well before podman's SIGKILL.
-	p.run(t, "stop", "-t", "30", name)
+	// podman stop while a program runs: SIGTERM starts the drain, /health
+	// answers 503 shutting_down (readiness off) while the program finishes
+	// and its answer is delivered, then the server exits 0, well before
+	// podman's SIGKILL, and takes every child with it.
+	running := make(chan string, 1)
+	go func() { // (answer may not fail the test from this goroutine)
+		res, err := inCtr.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": `async () => { for (;;) {} }`}})
+		if err != nil || len(res.Content) == 0 {
+			running <- fmt.Sprintf("%v %+v", err, res)
+			return
+		}
+		tc, _ := res.Content[0].(*mcp.TextContent)
+		running <- fmt.Sprintf("%v %+v", res.IsError, tc)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	stopped := make(chan string, 1)
+	go func() {
+		out, err := p.cmd("stop", "-t", "30", name).CombinedOutput()
+		stopped <- fmt.Sprintf("%v %s", err, out)
+	}()
+	draining := false
+	for deadline := time.Now().Add(30 * time.Second); !draining && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://127.0.0.1:" + itoa(ctrPort) + "/health")
+		if err != nil {
+			break // the listener closed: the drain is over
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		draining = resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), `"shutting_down"`)
+	}
+	if !draining {
+		t.Error("/health never answered 503 shutting_down during the drain")
+	}
+	if got := <-running; !strings.Contains(got, "CPU budget") {
+		t.Errorf("the program running at podman stop: %s", got)
+	}
+	if res := <-stopped; !strings.HasPrefix(res, "<nil>") {
+		t.Errorf("podman stop: %s", res)
+	}
 	if code := p.run(t, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
 		t.Errorf("exit code after podman stop: %s\n%s", code, p.logs(t, name))
 	}
