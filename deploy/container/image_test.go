@@ -247,3 +247,32 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A cache volume like a disk emptyDir (root's, 0777, no sticky bit) is
+// refused at start, naming the directory and the fix: anyone with the pod's
+// user could replace what is below it (docs/kubernetes.md).
+func TestImage_WorldWritableCacheVolumeIsRefusedNamingTheFix(t *testing.T) {
+	p := needPodman(t)
+	vol := filepath.Join(t.TempDir(), "emptydir")
+	if err := os.Mkdir(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	name := "connecta-test-" + suffix()
+	args := append([]string{"run", "--name", name}, hardened...)
+	args = append(args, "-v", vol+":/var/cache/connecta", "-v", writeConfig(t, runConfig)+":/etc/connecta/connecta.yaml:ro", p.image)
+	out, err := p.cmd(args...).CombinedOutput()
+	t.Cleanup(func() { p.try(t, "rm", "-f", name) })
+	if err == nil {
+		t.Fatalf("the server started on a world-writable cache volume:\n%s", out)
+	}
+	for _, want := range []string{"/var/cache/connecta", "executor.cacheDir", "writable by others (mode 0777)", "root-owned sticky"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+	// (privdir.Create makes wazero/ by path before its walk refuses the
+	// parent; nothing in it is ever trusted or used)
+}
