@@ -43,6 +43,27 @@ build-verify: build
 	cmp $$tmp/connecta bin/connecta && \
 	echo "build-verify: bin/connecta $$(sha256sum < bin/connecta | cut -c1-16)… and its child reproduced from an empty build cache"
 
+# image: the OCI image (deploy/container/Containerfile, docs/kubernetes.md)
+# built with Debian's podman/buildah from a staged context: bin/connecta,
+# the CA bundle, the cache volume's mount point. --timestamp 0: the same binary gives
+# the same image. test-image builds it and runs it for real (podman run and
+# podman kube play of deploy/kubernetes/); CONNECTA_REQUIRE_PODMAN=1 makes a
+# missing podman fail instead of skip.
+IMAGE ?= localhost/connecta:dev
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+.PHONY: image test-image
+image: build
+	rm -rf bin/image && mkdir -p bin/image/mountpoints/var/cache/connecta
+	chmod 0755 bin/image/mountpoints/var bin/image/mountpoints/var/cache
+	chmod 1777 bin/image/mountpoints/var/cache/connecta
+	cp bin/connecta bin/image/connecta
+	cp $(CA_BUNDLE) bin/image/ca-certificates.crt
+	podman build --quiet --timestamp 0 -f deploy/container/Containerfile -t $(IMAGE) bin/image
+
+test-image: image
+	CONNECTA_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 20m -tags $(GOTAGS) ./deploy/container/
+	cd deploy/kubernetes/manifesttest && $(GO) test -count=1 ./...
+
 # run: the README's first command: build, then serve the embedded default
 # configuration on 127.0.0.1:8787.
 run: build
