@@ -287,6 +287,7 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			URL: c.URL, Command: c.Command,
 			MaxConcurrency: c.MaxConcurrency,
 			SharedSession:  c.SharedSession,
+			LegacyVersion:  c.LegacyVersion,
 			ReadOnly:       c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth: c.OAuth != nil,
 		}

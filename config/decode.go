@@ -697,7 +697,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "versionNegotiation"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -843,6 +843,17 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 				d.fail(e.key, path+".sharedSession", "applies only to url connectors (a stdio or builtin connector is always one shared session)")
 			default:
 				c.SharedSession = v
+			}
+		}
+	}
+	if e, ok := fs["versionNegotiation"]; ok {
+		if s, ok := d.str(e.val, path+".versionNegotiation"); ok {
+			switch s {
+			case VersionAuto:
+			case VersionLegacy:
+				c.LegacyVersion = true
+			default:
+				d.fail(e.val, path+".versionNegotiation", "must be %s or %s, not %q", VersionAuto, VersionLegacy, clip(s))
 			}
 		}
 	}

@@ -141,7 +141,7 @@ func (c *connector) runRefresh() (any, error) {
 // listTools reads every cursor page of tools/list, keeping each tool's exact
 // bytes. A partial catalog is a failure.
 func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
-	ls, err := c.session(ctx)
+	ls, err := c.catalogSession(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,9 @@ type ConnectorState struct {
 	LastOutcome   string     `json:"lastOutcome,omitempty"` // "success" or "failure"
 	ToolCount     *int       `json:"toolCount,omitempty"`
 	LastErrorCode string     `json:"lastErrorCode,omitempty"` // when the last outcome was a failure
+	// ProtocolVersion is the MCP version negotiated at the connector's last
+	// connect (absent before any).
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
 }
 
 // failsConnector lists the codes that mean the downstream itself is out of
@@ -39,7 +42,7 @@ func (c *connector) state() ConnectorState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.health
-	s := ConnectorState{State: StateUnknown}
+	s := ConnectorState{State: StateUnknown, ProtocolVersion: c.proto}
 	if e := c.cat.entry; e != nil {
 		n := len(e.tools)
 		s.ToolCount = &n

@@ -394,10 +394,21 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 		session = func(ctx context.Context) (*liveSession, error) { return scope.session(ctx, c) }
 		drop = func(ls *liveSession) { scope.forget(c, ls) }
 	}
-	ls, err := session(ctx)
+	// A connection a catalog refresh retired mid-way (catalogSession) takes
+	// no new call: the next session is the refresh's.
+	inUse := func() (*liveSession, error) {
+		for {
+			ls, err := session(ctx)
+			if err != nil || ls.use() {
+				return ls, err
+			}
+		}
+	}
+	ls, err := inUse()
 	if err != nil {
 		return nil, nil, err
 	}
+	defer func() { ls.done(c.g) }()
 	meta, token, endProgress := c.g.progressMeta(ctx)
 	seen := 0
 	defer func() { endProgress(seen) }()
@@ -412,7 +423,9 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 			if ex := rawmcp.ExchangeFrom(ctx); ex != nil {
 				ex.Reset()
 			}
-			if ls, err = session(ctx); err != nil {
+			ls.done(c.g)
+			ls = nil // released: the deferred done has nothing left to end
+			if ls, err = inUse(); err != nil {
 				return nil, nil, err
 			}
 			continue

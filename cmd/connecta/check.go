@@ -157,7 +157,11 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
-		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		proto := ""
+		if v := a.Gateway.ConnectorStates()[c.ID].ProtocolVersion; v != "" {
+			proto = ", MCP " + v
+		}
+		fmt.Fprintf(stdout, "connector %s: ok (%d tools%s)\n", c.ID, len(tools), proto)
 		for i, cc := range cfg.Connectors {
 			if cc.ID == c.ID {
 				for _, w := range classificationWarnings(cfg, cc, i, tools) {
