@@ -413,11 +413,18 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	seen := 0
 	defer func() { endProgress(seen) }()
 	for attempt := 0; ; attempt++ {
-		slot := &rawmcp.Slot{ProgressToken: token}
-		result, err := ls.cs.CallTool(rawmcp.WithSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
+		// A downstream asking for input ends the call at once (OnInput):
+		// connecta has no one to ask.
+		attemptCtx, stop := context.WithCancel(ctx)
+		slot := &rawmcp.Slot{ProgressToken: token, OnInput: stop}
+		result, err := ls.cs.CallTool(rawmcp.WithSlot(attemptCtx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
+		stop()
 		raw, _ := slot.Result()
 		seen += slot.ProgressSeen()
 		slot.Release()
+		if m := slot.InputRequested(); m != "" && raw == nil {
+			return nil, nil, &failure{code: CodeInputRequiredUnsupported, message: "it sent " + m}
+		}
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
 			drop(ls)
 			if ex := rawmcp.ExchangeFrom(ctx); ex != nil {

@@ -35,6 +35,7 @@ type captureTransport struct {
 	base     http.RoundTripper
 	headers  map[string]string
 	maxBytes int64
+	awaiting rawmcp.Awaiting // input requests read off call streams, until answered
 }
 
 func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -52,6 +53,7 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		ex = nil
 	}
 	resp, err := t.base.RoundTrip(req)
+	rawmcp.Answered(req, &t.awaiting, MaxResponseBodyBytes)
 	if err != nil {
 		if ex != nil && req.Context().Err() == nil {
 			ex.RecordTransport(err)
@@ -63,7 +65,7 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if req.Method == http.MethodPost && resp.Body != nil {
 		resp.Body = &cappedBody{rc: resp.Body, left: t.maxBytes, ex: ex}
-		rawmcp.Sniff(req, resp, MaxResponseBodyBytes)
+		rawmcp.Sniff(req, resp, MaxResponseBodyBytes, &t.awaiting)
 	}
 	return resp, nil
 }

@@ -243,7 +243,9 @@ func TestVersionNegotiation_ListChangedThroughSubscriptionsListen(t *testing.T) 
 		t.Fatal(err)
 	}
 	d.server.AddTool(&mcp.Tool{Name: "late", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	c := env.g.lookup("s")
 	waitFor(t, "list_changed to mark the catalog stale", func() bool {
 		c.mu.Lock()
