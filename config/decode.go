@@ -951,16 +951,24 @@ func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
 		}
 	}
 	if e, ok := fs["scopes"]; ok {
-		if list, ok := d.strList(e.val, path+".scopes"); ok {
-			for _, s := range list {
-				if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
-					d.fail(e.val, path+".scopes", "%q is not a scope token", clip(s))
-					return
-				}
-			}
-			o.Scopes = list
+		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
+	}
+}
+
+// scopeList decodes a list of OAuth scope tokens (RFC 6749 §3.3: no
+// spaces, quotes, backslashes or control characters).
+func (d *decoder) scopeList(n *yaml.Node, field string) ([]string, bool) {
+	list, ok := d.strList(n, field)
+	if !ok {
+		return nil, false
+	}
+	for _, s := range list {
+		if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
+			d.fail(n, field, "%q is not a scope token", clip(s))
+			return nil, false
 		}
 	}
+	return list, true
 }
 
 func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {

@@ -290,7 +290,10 @@ func New(opts Options) (*Server, error) {
 func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(s.implementation, &mcp.ServerOptions{
 		Instructions: s.instructions,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// logging: connecta sends notifications/message (program console
+		// output at the requested level), which 2025-11-25 requires it to
+		// declare.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 			if _, ok := req.(*mcp.ListToolsRequest); ok {
 				c.TTLMs = ToolsListTTLMs
@@ -304,6 +307,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 			return s.runTool(ctx, t, req)
 		})
 	}
+	srv.AddReceivingMiddleware(metaLogLevelMiddleware)
 	return srv
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -100,5 +101,58 @@ func TestVersionNegotiation_CallToolAndProgramsOnBothProtocols(t *testing.T) {
 	states := h.gw.ConnectorStates()
 	if states["modern"].ProtocolVersion != "2026-07-28" || states["old"].ProtocolVersion != "2025-06-18" {
 		t.Fatalf("connectorStates: %+v", states)
+	}
+}
+
+// connecta declares logging (it sends notifications/message), and a
+// tools/call's _meta log level streams over stdio exactly as over HTTP,
+// whichever protocol version the client speaks and with no
+// logging/setLevel first.
+func TestStdio_MetaLogLevelStreamsAndLoggingDeclared(t *testing.T) {
+	sharedPool(t)
+	h := newHarness(t, harnessOptions{code: withStreamingCode})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			c2sR, c2sW := io.Pipe()
+			s2cR, s2cW := io.Pipe()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- h.srv.ServeStdio(ctx, c2sR, s2cW) }()
+			defer func() { cancel(); <-done }()
+			logs := make(chan string, 16)
+			client := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, &mcp.ClientOptions{
+				//lint:ignore SA1019 the deprecated logging feature is what program output streams through (see stream.go)
+				LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+					logs <- string(r.Params.Level) + ":" + fmt.Sprint(r.Params.Data)
+				},
+			})
+			cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if ir := cs.InitializeResult(); ir.ProtocolVersion != version || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
+				t.Fatalf("initialize result %+v: want %s with the logging capability", ir, version)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+				Meta: mcp.Meta{"io.modelcontextprotocol/logLevel": "warning"},
+				Name: "execute_code", Arguments: map[string]any{"code": `async () => { console.log("a"); console.warn("b"); console.error("c"); return 1 }`},
+			})
+			if err != nil || res.IsError {
+				t.Fatalf("call: %v %+v", err, res)
+			}
+			var got []string
+			for len(got) < 2 {
+				select {
+				case m := <-logs:
+					got = append(got, m)
+				case <-time.After(5 * time.Second):
+					t.Fatalf("only %v arrived", got)
+				}
+			}
+			if fmt.Sprint(got) != "[warning:b error:c]" {
+				t.Fatalf("messages %v", got)
+			}
+		})
 	}
 }
