@@ -19,6 +19,18 @@ type catalogEntry struct {
 	byName    map[string]int
 	fetchedAt time.Time
 	expires   time.Time
+	// downstreamTTL is the first page's ttlMs (2026-07-28 list results);
+	// above 0 it caps how long the listing is served (catalogTTL).
+	downstreamTTL time.Duration
+}
+
+// catalogTTL is how long e is served: ours, capped by a downstream ttlMs
+// above 0 (0 or absent keeps ours).
+func catalogTTL(ours time.Duration, e *catalogEntry) time.Duration {
+	if e.downstreamTTL > 0 && e.downstreamTTL < ours {
+		return e.downstreamTTL
+	}
+	return ours
 }
 
 func (e *catalogEntry) lookup(name string) (*Tool, bool) {
@@ -127,7 +139,7 @@ func (c *connector) runRefresh() (any, error) {
 	c.mu.Lock()
 	if err == nil {
 		entry.fetchedAt = c.g.now()
-		entry.expires = entry.fetchedAt.Add(c.g.ttl)
+		entry.expires = entry.fetchedAt.Add(catalogTTL(c.g.ttl, entry))
 		c.cat.entry = entry
 		c.cat.dirty = c.cat.gen != gen // a list_changed during the refresh
 	}
@@ -187,9 +199,13 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 		var pageBody struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
+			TTLMs      float64           `json:"ttlMs"`
 		}
 		if err := json.Unmarshal(raw, &pageBody); err != nil {
 			return nil, &failure{code: CodeCatalogLookupFailed, message: "tools/list returned a malformed result"}
+		}
+		if page == 0 && pageBody.TTLMs >= 1 && pageBody.TTLMs < float64(MaxDownstreamTTL/time.Millisecond) {
+			entry.downstreamTTL = time.Duration(pageBody.TTLMs) * time.Millisecond
 		}
 		for _, rt := range pageBody.Tools {
 			t, ok := toolFromRaw(c.spec.ID, rt)

@@ -9,6 +9,9 @@ const (
 	DefaultCallTimeout = 15 * time.Second
 	// DefaultCatalogTTL is how long a listed catalog is served (catalog.ttlMs).
 	DefaultCatalogTTL = 300 * time.Second
+	// MaxDownstreamTTL: a downstream ttlMs at or past it caps nothing (it
+	// is past any TTL of ours, and its Duration would overflow).
+	MaxDownstreamTTL = 1000 * time.Hour
 	// CatalogRefreshTimeout bounds one detached tools/list refresh
 	// (discovery.probeTimeoutMs).
 	CatalogRefreshTimeout = 30 * time.Second

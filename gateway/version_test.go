@@ -260,3 +260,36 @@ func TestVersionNegotiation_ListChangedThroughSubscriptionsListen(t *testing.T) 
 		t.Fatalf("%d tools after list_changed, want 3", len(tools))
 	}
 }
+
+// A downstream ttlMs above 0 on tools/list caps how long the catalog is
+// served; 0 (or none) keeps ours, as does a ttlMs longer than ours.
+func TestCatalogTTL_DownstreamTTLMsCapsOurs(t *testing.T) {
+	for _, tc := range []struct {
+		ttlMs int64
+		want  time.Duration
+	}{{2000, 2 * time.Second}, {0, DefaultCatalogTTL}, {int64(DefaultCatalogTTL/time.Millisecond) * 2, DefaultCatalogTTL}} {
+		server := mcp.NewServer(&mcp.Implementation{Name: "ttl", Version: "1"}, &mcp.ServerOptions{
+			SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+				if _, ok := req.(*mcp.ListToolsRequest); ok {
+					c.TTLMs = int(tc.ttlMs)
+				}
+			},
+		})
+		server.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+		env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "d", URL: srv.URL})
+		if _, err := env.g.Tools(context.Background(), "d"); err != nil {
+			t.Fatal(err)
+		}
+		c := env.g.lookup("d")
+		c.mu.Lock()
+		got := c.cat.entry.expires.Sub(c.cat.entry.fetchedAt)
+		c.mu.Unlock()
+		if got != tc.want {
+			t.Errorf("ttlMs %d: catalog served for %v, want %v", tc.ttlMs, got, tc.want)
+		}
+		_ = env.g.Close()
+		srv.Close()
+	}
+}
