@@ -30,6 +30,9 @@ type badServer struct {
 	asm func(map[string]any)
 	// token replaces the token endpoint's answer ("" = a good token).
 	token string
+	// legacy serves a 2025-03-26 downstream: a bare challenge and no
+	// protected resource metadata.
+	legacy bool
 	mu    sync.Mutex
 	forms []url.Values // every token request's form
 }
@@ -38,10 +41,18 @@ func newBadServer(t *testing.T) *badServer {
 	b := &badServer{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, b.srv.URL+"/.well-known/oauth-protected-resource/mcp"))
+		if b.legacy {
+			w.Header().Set("WWW-Authenticate", `Bearer`)
+		} else {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, b.srv.URL+"/.well-known/oauth-protected-resource/mcp"))
+		}
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 	})
-	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/.well-known/oauth-protected-resource/", func(w http.ResponseWriter, r *http.Request) {
+		if b.legacy || r.URL.Path != "/.well-known/oauth-protected-resource/mcp" {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if b.prm != "" {
 			fmt.Fprint(w, b.prm)
@@ -469,5 +480,23 @@ func TestRefreshSendsResource(t *testing.T) {
 	}
 	if b.forms[1].Get("refresh_token") != "good-refresh-123" {
 		t.Errorf("refresh used %q", b.forms[1].Get("refresh_token"))
+	}
+}
+
+// A 2025-03-26 downstream publishes no protected resource metadata and its
+// challenge names none: the authorization server is the one at the MCP
+// server's origin, as that revision specified.
+func TestDiscovery_2025_03_26FallsBackToTheOriginsAuthorizationServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy = true
+	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
+	st, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
+		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
 	}
 }
