@@ -33,8 +33,8 @@ type badServer struct {
 	// legacy serves a 2025-03-26 downstream: a bare challenge and no
 	// protected resource metadata.
 	legacy bool
-	mu    sync.Mutex
-	forms []url.Values // every token request's form
+	mu     sync.Mutex
+	forms  []url.Values // every token request's form
 }
 
 func newBadServer(t *testing.T) *badServer {
