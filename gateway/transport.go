@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
+	"github.com/connecta-dev/connecta/oauth"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,6 +63,11 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if ex != nil {
 		ex.RecordResponse(resp.StatusCode, resp.Header.Get("Retry-After"))
+		if resp.StatusCode == http.StatusForbidden {
+			if sc := oauth.InsufficientScope(resp.Header); len(sc) > 0 {
+				ex.RecordScope(strings.Join(sc, " "))
+			}
+		}
 	}
 	if req.Method == http.MethodPost && resp.Body != nil {
 		resp.Body = &cappedBody{rc: resp.Body, left: t.maxBytes, ex: ex}

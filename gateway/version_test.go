@@ -276,7 +276,9 @@ func TestCatalogTTL_DownstreamTTLMsCapsOurs(t *testing.T) {
 			},
 		})
 		server.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
 		env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "d", URL: srv.URL})
 		if _, err := env.g.Tools(context.Background(), "d"); err != nil {
