@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the test downstream asks for sampling, the deprecated input request connecta must refuse.
+
 package gateway
 
 import (

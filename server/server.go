@@ -293,6 +293,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 		// logging: connecta sends notifications/message (program console
 		// output at the requested level), which 2025-11-25 requires it to
 		// declare.
+		//lint:ignore SA1019 program output streams through the deprecated logging feature (stream.go)
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 			if _, ok := req.(*mcp.ListToolsRequest); ok {
