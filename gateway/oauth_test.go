@@ -57,7 +57,9 @@ func (passOAuth) Transport(_ string, base http.RoundTripper) http.RoundTripper {
 func TestStepUp_CallFailsAuthRequiredNamingTheScope(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "scoped", Version: "1"}, nil)
 	server.AddTool(&mcp.Tool{Name: "write", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Method") == "tools/call" {
