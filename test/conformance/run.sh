@@ -3,6 +3,10 @@
 # scenarios against a live connecta (bin/connecta, the demo connector, a
 # SQLite store in a temporary directory), compared with expected-failures.yaml
 # by the suite itself: an unexpected failure or a stale entry fails the run.
+# Then the client scenarios connecta is driven through (driver/: the gateway
+# with the scenario's server as an HTTP connector): initialize, tools_call
+# and sse-retry must pass. The auth scenarios (a browser sign-in) and
+# elicitation (connecta declares none) are not run.
 # Needs node >= 22 and `make conformance-setup`. Without them the run is
 # skipped, unless CONNECTA_REQUIRE_CONFORMANCE=1 (CI), when it fails.
 set -euo pipefail
@@ -21,6 +25,8 @@ node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)
 [ -x node_modules/.bin/conformance ] || skip "the suite is not installed: run 'make conformance-setup'"
 bin=../../bin/connecta
 [ -x "$bin" ] || { echo "conformance: $bin is missing: run 'make build'" >&2; exit 1; }
+driver=../../bin/conformance-driver
+[ -x "$driver" ] || { echo "conformance: $driver is missing: run 'make conformance'" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 pid=
@@ -42,3 +48,8 @@ for _ in $(seq 100); do
 done
 node_modules/.bin/conformance server --url "http://127.0.0.1:$port/mcp" --suite all \
 	--expected-failures expected-failures.yaml -o "$tmp/results"
+
+for scenario in initialize tools_call sse-retry; do
+	echo "=== client scenario: $scenario ==="
+	node_modules/.bin/conformance client --command "$driver" --scenario "$scenario" -o "$tmp/results"
+done
