@@ -102,3 +102,16 @@ func TestUnknownMethod_JSONRPCErrorInAJSONBody(t *testing.T) {
 		}
 	}
 }
+
+// server/discover and tools/list results are per caller: cacheScope private.
+func TestDiscover_CacheScopePrivate(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	for _, m := range []string{"server/discover", "tools/list"} {
+		status, _, out := rpcPost(t, h, `{"jsonrpc":"2.0","id":1,"method":"`+m+`","params":{`+stateless2026Meta+`}}`,
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": m})
+		res, _ := out["result"].(map[string]any)
+		if status != 200 || res["cacheScope"] != "private" {
+			t.Errorf("%s: HTTP %d %v, want cacheScope private", m, status, out)
+		}
+	}
+}

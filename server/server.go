@@ -296,8 +296,12 @@ func (s *Server) newMCPServer() *mcp.Server {
 		//lint:ignore SA1019 program output streams through the deprecated logging feature (stream.go)
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
-			if _, ok := req.(*mcp.ListToolsRequest); ok {
+			switch req.(type) {
+			case *mcp.ListToolsRequest:
 				c.TTLMs = ToolsListTTLMs
+				c.CacheScope = "private"
+			case *mcp.ServerRequest[*mcp.DiscoverParams]:
+				// Per caller, as tools/list (DECISIONS "MCP versions and scopes").
 				c.CacheScope = "private"
 			}
 		},
