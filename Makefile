@@ -250,6 +250,23 @@ load: build
 oidc-provider:
 	npm ci --prefix test/oidc/testdata --no-audit --no-fund
 
+# conformance: the official MCP conformance suite
+# (@modelcontextprotocol/conformance, pinned with its package-lock.json under
+# test/conformance/) runs every server scenario against a live bin/connecta
+# and compares with test/conformance/expected-failures.yaml: a scenario that
+# starts failing, or starts passing while listed, fails; then the client
+# scenarios initialize, tools_call and sse-retry with connecta as the client
+# (test/conformance/driver). Needs node >= 22
+# (.ci/run takes it from the npm registry); conformance-setup installs the
+# suite. Without either it skips, unless CONNECTA_REQUIRE_CONFORMANCE=1.
+.PHONY: conformance conformance-setup
+conformance-setup:
+	npm ci --prefix test/conformance --no-audit --no-fund
+
+conformance: build
+	$(GO) build -o bin/conformance-driver ./test/conformance/driver
+	test/conformance/run.sh
+
 # console-demo: try the operator console locally. Starts the project's test
 # OpenID provider (test/oidc; `make oidc-provider` first) with one demo
 # operator, runs bin/connecta signing in through it (SQLite store and vault in

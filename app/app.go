@@ -298,6 +298,7 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			URL: c.URL, Command: c.Command,
 			Admission:     callAdmission(c.CallAdmission),
 			SharedSession: c.SharedSession,
+			LegacyVersion: c.LegacyVersion,
 			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth:      c.OAuth != nil,
 			CatalogPin: cfg.CatalogPin(&c),

@@ -165,7 +165,11 @@ type Connector struct {
 	// SharedSession (url connectors only) is the operator's statement that
 	// the downstream is stateless: every execution and top-level call
 	// shares one MCP session instead of opening its own (P4).
-	SharedSession    bool
+	SharedSession bool
+	// LegacyVersion is `versionNegotiation: legacy`: the session protocols
+	// only (2025-11-25 down), never 2026-07-28's server/discover. The
+	// default, auto, tries 2026-07-28 first.
+	LegacyVersion    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 	// CatalogPin is the connector's catalog.pin override ("" = the
@@ -218,6 +222,12 @@ type MissingCredential struct {
 // Builtin connector kinds.
 const (
 	BuiltinDemo = "demo"
+)
+
+// versionNegotiation values.
+const (
+	VersionAuto   = "auto"
+	VersionLegacy = "legacy"
 )
 
 // Defaults (docs/DECISIONS.md, "Configuration").

@@ -698,7 +698,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog", "versionNegotiation"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -843,6 +843,17 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			}
 		}
 	}
+	if e, ok := fs["versionNegotiation"]; ok {
+		if s, ok := d.str(e.val, path+".versionNegotiation"); ok {
+			switch s {
+			case VersionAuto:
+			case VersionLegacy:
+				c.LegacyVersion = true
+			default:
+				d.fail(e.val, path+".versionNegotiation", "must be %s or %s, not %q", VersionAuto, VersionLegacy, clip(s))
+			}
+		}
+	}
 	roLines := map[string]int{}
 	if e, ok := fs["readOnly"]; ok {
 		c.ReadOnly = d.toolList(e.val, path+".readOnly", nil)
@@ -940,16 +951,24 @@ func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
 		}
 	}
 	if e, ok := fs["scopes"]; ok {
-		if list, ok := d.strList(e.val, path+".scopes"); ok {
-			for _, s := range list {
-				if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
-					d.fail(e.val, path+".scopes", "%q is not a scope token", clip(s))
-					return
-				}
-			}
-			o.Scopes = list
+		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
+	}
+}
+
+// scopeList decodes a list of OAuth scope tokens (RFC 6749 §3.3: no
+// spaces, quotes, backslashes or control characters).
+func (d *decoder) scopeList(n *yaml.Node, field string) ([]string, bool) {
+	list, ok := d.strList(n, field)
+	if !ok {
+		return nil, false
+	}
+	for _, s := range list {
+		if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
+			d.fail(n, field, "%q is not a scope token", clip(s))
+			return nil, false
 		}
 	}
+	return list, true
 }
 
 func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {

@@ -26,7 +26,14 @@ type Status struct {
 	ExpiresAt        time.Time
 	Instructions     string
 	Message          string
+	// Reason says why authorization is required again: ReasonInsufficientScope
+	// for a step-up; "" otherwise.
+	Reason string
 }
+
+// ReasonInsufficientScope: the downstream refused the grant's scopes (403
+// insufficient_scope) and asks for more.
+const ReasonInsufficientScope = "insufficient_scope"
 
 // Pinned statuses.
 const (
@@ -82,6 +89,17 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	if gerr != nil {
 		return nil, gerr
 	}
+	var extra []string // step-up: scopes beyond the grant's
+	if g != nil {
+		if extra = m.missingScopes(id, g); len(extra) > 0 {
+			if !who.Operator {
+				// Replacing the team's working grant stays an operator's act.
+				return &Status{Connector: id, Status: StatusAuthorizationRequired, Reason: ReasonInsufficientScope,
+					Message: fmt.Sprintf("Connector %q needs the scope %s, which the team's grant lacks: an operator must call authorize_connector({ connector: %q }) to sign in again with it.", id, strings.Join(extra, " "), id)}, nil
+			}
+			force = true
+		}
+	}
 	if g != nil && !force {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is already authorized; retry the call. If it still fails auth_required, an operator can force a new authorization.", id)}, nil
@@ -96,21 +114,34 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 		return nil, storeFailed("lock the flow", err)
 	}
 	defer unlock()
-	if !force {
+	if !force || len(extra) > 0 {
 		var f flow
 		ok, ferr := m.load(ctx, id, "flow", &f)
 		if ferr != nil {
 			return nil, ferr
 		}
-		if ok && m.now().Before(f.ExpiresAt) {
-			return m.pendingStatus(c, &f, StatusPending), nil
+		// A step-up reuses a pending flow only when it asks for the scopes.
+		if ok && m.now().Before(f.ExpiresAt) && len(union(f.Scopes, extra)) == len(f.Scopes) {
+			st := m.pendingStatus(c, &f, StatusPending)
+			if len(extra) > 0 {
+				st.Reason = ReasonInsufficientScope
+			}
+			return st, nil
 		}
 	}
-	f, ferr := m.start(ctx, c, who)
+	var granted []string
+	if g != nil && len(extra) > 0 {
+		granted = union(g.Scopes, extra) // the union of granted and required
+	}
+	f, ferr := m.start(ctx, c, who, granted)
 	if ferr != nil {
 		return nil, ferr
 	}
-	return m.pendingStatus(c, f, StatusAuthorizationRequired), nil
+	st := m.pendingStatus(c, f, StatusAuthorizationRequired)
+	if len(extra) > 0 {
+		st.Reason = ReasonInsufficientScope
+	}
+	return st, nil
 }
 
 func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
@@ -124,7 +155,9 @@ func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
 
 // start discovers, identifies the client and seals a new flow (replacing
 // any pending one).
-func (m *Manager) start(ctx context.Context, c *Connector, who Caller) (*flow, *Error) {
+// A step-up passes stepUp, the granted scopes with the required ones: the
+// flow asks for those besides what it would ask for anyway.
+func (m *Manager) start(ctx context.Context, c *Connector, who Caller, stepUp []string) (*flow, *Error) {
 	d, err := m.discover(ctx, c)
 	if err != nil {
 		return nil, err
@@ -137,6 +170,7 @@ func (m *Manager) start(ctx context.Context, c *Connector, who Caller) (*flow, *
 	if len(scopes) == 0 {
 		scopes = slices.Clone(d.scopes)
 	}
+	scopes = union(scopes, stepUp)
 	// SEP-2207: ask for offline_access when the server offers it, so that
 	// a refresh token comes with the grant.
 	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 )
 
@@ -262,6 +264,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	first := withToken(req, g.AccessToken)
 	res, rerr := t.base.RoundTrip(first)
+	if rerr == nil && res.StatusCode == http.StatusForbidden {
+		if sc := InsufficientScope(res.Header); len(sc) > 0 {
+			t.m.needScopes(t.id, sc)
+		}
+	}
 	if rerr != nil || res.StatusCode != http.StatusUnauthorized {
 		return res, rerr
 	}
@@ -382,4 +389,54 @@ func (m *Manager) Granted(ctx context.Context, id string) (bool, *Error) {
 		return false, err
 	}
 	return g != nil, nil
+}
+
+// InsufficientScope returns the scopes of a Bearer error="insufficient_scope"
+// challenge (RFC 6750 §3.1: the step-up a 403 asks for), nil for any other.
+func InsufficientScope(h http.Header) []string {
+	chs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if err != nil {
+		return nil
+	}
+	for _, ch := range chs {
+		if ch.Scheme == "bearer" && ch.Params["error"] == "insufficient_scope" {
+			return strings.Fields(ch.Params["scope"])
+		}
+	}
+	return nil
+}
+
+// needScopes records scopes a downstream asked for beyond the grant.
+func (m *Manager) needScopes(id string, scopes []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stepUp[id] = union(m.stepUp[id], scopes)
+}
+
+// missingScopes is what the last step-up challenge asked for that g lacks;
+// none forgets the challenge.
+func (m *Manager) missingScopes(id string, g *grant) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var missing []string
+	for _, s := range m.stepUp[id] {
+		if !slices.Contains(g.Scopes, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		delete(m.stepUp, id)
+	}
+	return missing
+}
+
+// union is a followed by b's scopes not in a, in order.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -109,6 +109,10 @@ type Manager struct {
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
+	// stepUp is, per connector, the scopes a downstream's 403
+	// insufficient_scope challenge asked for (this replica's memory: the
+	// next refusal says it again).
+	stepUp map[string][]string
 }
 
 // New validates the configuration. No server is contacted.
@@ -127,11 +131,12 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		opts.RefreshBefore = DefaultRefreshBefore
 	}
 	m := &Manager{
-		opts:  opts,
-		http:  opts.HTTPClient,
-		log:   opts.Logger,
-		now:   opts.Now,
-		cache: map[string]*grant{},
+		opts:   opts,
+		http:   opts.HTTPClient,
+		log:    opts.Logger,
+		now:    opts.Now,
+		cache:  map[string]*grant{},
+		stepUp: map[string][]string{},
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}

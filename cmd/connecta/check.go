@@ -166,7 +166,11 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		listings[c.ID] = tools
-		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		proto := ""
+		if v := a.Gateway.ConnectorStates()[c.ID].ProtocolVersion; v != "" {
+			proto = ", MCP " + v
+		}
+		fmt.Fprintf(stdout, "connector %s: ok (%d tools%s)\n", c.ID, len(tools), proto)
 		for _, w := range catalogWarnings(a.Gateway, c.ID) {
 			fmt.Fprintf(stdout, "warning: %s\n", w) // drift warns, never fails
 		}
