@@ -298,6 +298,7 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			SharedSession: c.SharedSession,
 			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth:      c.OAuth != nil,
+			PerCaller:  c.PerCaller(),
 			CatalogPin: cfg.CatalogPin(&c),
 		}
 		if c.Credential != nil {

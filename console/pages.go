@@ -104,7 +104,7 @@ func (c *Console) rows(ctx context.Context) []connectionRow {
 		if cc := c.connector(h.ID); cc != nil {
 			if cc.OAuth != nil && c.o.OAuth != nil {
 				r.OAuth, r.OAuthState = true, "unknown"
-				if ok, err := c.o.OAuth.Granted(ctx, h.ID); err == nil {
+				if ok, err := c.o.OAuth.Granted(ctx, h.ID, actor.ID{}); err == nil {
 					r.OAuthState = map[bool]string{true: "connected", false: "not connected"}[ok]
 				}
 			}
@@ -194,7 +194,7 @@ func (c *Console) serveRevokeGrant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := sessionFrom(r.Context())
-	done, err := c.o.OAuth.Revoke(r.Context(), id, s.op.Actor())
+	done, err := c.o.OAuth.Revoke(r.Context(), id, actor.ID{}, s.op.Actor())
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Revocation failed", err.Message+" The grant was kept.")
 		return

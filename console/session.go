@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"net/http"
 	"strings"
 	"time"
@@ -389,4 +390,20 @@ func isErrorCode(s string) bool {
 		}
 	}
 	return true
+}
+
+// SessionActor is the actor of the browser's console session (the sign-in
+// /operator and /me share), for the downstream OAuth callback of a
+// per-caller connector: a flow completes only in a browser signed in as
+// the actor that started it. ok is false without a valid session.
+func SessionActor(st store.Store, r *http.Request) (actor.ID, bool) {
+	ck, err := r.Cookie(SessionCookie)
+	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
+		return actor.ID{}, false
+	}
+	v, err := st.GetSession(r.Context(), digest(ck.Value), time.Now())
+	if err != nil || subtle.ConstantTimeCompare([]byte(digest(csrfFor(ck.Value))), []byte(v.CSRFDigest)) != 1 {
+		return actor.ID{}, false
+	}
+	return actor.OIDCSubject(v.Subject), true
 }

@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"context"
 	"errors"
+	"github.com/connecta-dev/connecta/actor"
 	"io"
 	"net"
 	"net/http"
@@ -124,7 +125,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 // whoami calls the protected server through the Manager's transport.
 func (r *rig) whoami(ctx context.Context) (string, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	hc := &http.Client{Transport: r.m.Transport("tracker", http.DefaultTransport)}
+	hc := &http.Client{Transport: r.m.Transport("tracker", actor.ID{}, http.DefaultTransport)}
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.rs.URL, HTTPClient: hc}, nil)
 	if err != nil {
 		return "", err
@@ -298,7 +299,7 @@ func TestInvalidGrantDropsGrant(t *testing.T) {
 	}
 	// Revoke at the authorization server (RFC 7009), behind connecta's back
 	// — then the downstream refuses the access token.
-	if _, err := r.m.Revoke(ctx, "tracker", "test"); err != nil {
+	if _, err := r.m.Revoke(ctx, "tracker", actor.ID{}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.whoami(ctx); err == nil {
