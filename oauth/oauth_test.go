@@ -49,6 +49,13 @@ func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer,
 // rig's address makes this one a replica behind the same public URL.
 func newRigWithPublic(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string) *rig {
 	t.Helper()
+	return newRigAt(t, p, rs, store, public, false)
+}
+
+// newRigAt: perCaller makes "tracker" a `grants: caller` connector whose
+// callback finds the browser's session in the testSessionCookie.
+func newRigAt(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string, perCaller bool) *rig {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +68,14 @@ func newRigWithPublic(t *testing.T, p *oidctest.Provider, rs *oidctest.Protected
 	}
 	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry()}
 	r.m, err = oauth.New(oauth.Options{
-		PublicURL: r.public, Store: store, Metrics: r.reg,
+		PublicURL: r.public, Store: store, Metrics: r.reg, SessionActor: testSession,
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },
 		Audit: func(_ context.Context, a oauth.AuditRecord) {
 			r.mu.Lock()
 			r.audits = append(r.audits, a)
 			r.mu.Unlock()
 		},
-	}, []oauth.Connector{{ID: "tracker", Title: "Tracker", URL: rs.URL}})
+	}, []oauth.Connector{{ID: "tracker", Title: "Tracker", URL: rs.URL, PerCaller: perCaller}})
 	if err != nil {
 		t.Fatal(err)
 	}
