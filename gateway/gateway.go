@@ -385,6 +385,17 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 	}
 	s := c.spec
 	switch {
+	case s.Credential != nil && s.PerCaller:
+		// Each caller's own value: the caller sets it, not the operator.
+		return Object{
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "credential"},
+			{Key: "credential", Value: Object{
+				{Key: "label", Value: s.Credential.Label},
+				{Key: "per", Value: "caller"},
+			}},
+			{Key: "instructions", Value: fmt.Sprintf("Connector %q uses each caller's own %s. The person sets theirs on connecta's /me page (signed in as themselves); for a token caller an operator runs `connecta credential set %s value --actor ACTOR`. Then retry the call. The credential is never passed through this tool.", s.ID, s.Credential.Label, s.ID)},
+		}, nil
 	case s.Credential != nil:
 		out := Object{
 			{Key: "connector", Value: s.ID},
