@@ -28,6 +28,13 @@ func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		v, err = t.src.Credential(req.Context(), t.id, t.who)
 	}
 	switch {
+	case errors.Is(err, ErrNoCredential) && !t.who.IsZero():
+		// A caller's own value is gone (removed since the catalog loaded):
+		// nothing is sent, the caller is told to set theirs.
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, &failure{code: CodeAuthRequired, missingCredential: true}
 	case errors.Is(err, ErrNoCredential):
 		return t.base.RoundTrip(req)
 	case err != nil:
