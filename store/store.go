@@ -229,6 +229,9 @@ type OperatorSession struct {
 	Subject    string
 	Email      string
 	CSRFDigest string
+	// CallerOnly: an admitted caller who is not an operator, signed in for
+	// /me (their own connections); operator pages refuse the session.
+	CallerOnly bool
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
 }
