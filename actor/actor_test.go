@@ -40,3 +40,17 @@ func FuzzDisplayFormIsOneActor(f *testing.F) {
 		}
 	})
 }
+
+// TestFromKeyIsKeysInverse: every actor's storage key reads back as it.
+func TestFromKeyIsKeysInverse(t *testing.T) {
+	for _, a := range []ID{StaticToken("laptop"), IssuedToken("t1"), OIDCSubject("a:b/c"), LocalUser, StdioClient} {
+		if got, ok := FromKey(a.Key()); !ok || got != a {
+			t.Fatalf("FromKey(%q) = %v %v, want %v", a.Key(), got, ok, a)
+		}
+	}
+	for _, bad := range []string{"", "static:", "oidc", "nope:x", "local:x"} {
+		if _, ok := FromKey(bad); ok {
+			t.Fatalf("FromKey(%q) accepted", bad)
+		}
+	}
+}

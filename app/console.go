@@ -49,6 +49,7 @@ func (a *App) newConsole(tokens *accesstoken.Manager, log *slog.Logger) (*consol
 		Tokens:   tokens,
 		Vault:    a.state.vault,
 		OAuth:    a.oauth,
+		Verifier: a.verifier.Load,
 		Logger:   log.With("component", "console"),
 	})
 }

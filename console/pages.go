@@ -475,7 +475,12 @@ func bounded(s string) string {
 	return s
 }
 
-func oauthCaller(op Operator) oauth.Caller { return oauth.Caller{Actor: op.Actor(), Operator: true} }
+func oauthCaller(op Operator) oauth.Caller { return oauthCallerFor(op, op.Who()) }
+
+// oauthCallerFor is the signed-in person starting a flow for who's grant.
+func oauthCallerFor(op Operator, who actor.ID) oauth.Caller {
+	return oauth.Caller{Actor: op.Actor(), Who: who, Operator: !op.CallerOnly}
+}
 
 // urlValues encodes key/value pairs, leaving out empty values.
 func urlValues(kv ...string) string {

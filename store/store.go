@@ -232,6 +232,8 @@ type OperatorSession struct {
 	// CallerOnly: an admitted caller who is not an operator, signed in for
 	// /me (their own connections); operator pages refuse the session.
 	CallerOnly bool
+	// Claims is the sign-in access token's claims as JSON ("" when unknown).
+	Claims string
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
 }

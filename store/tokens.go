@@ -160,8 +160,8 @@ func (s *sqlStore) PutSession(ctx context.Context, v OperatorSession) error {
 	}
 	return s.do(ctx, opPutSession, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, s.d.rebind(
-			`INSERT INTO operator_sessions (digest, subject, email, csrf_digest, created_at_ms, expires_at_ms, caller_only) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-			v.Digest, v.Subject, v.Email, v.CSRFDigest, v.CreatedAt.UnixMilli(), v.ExpiresAt.UnixMilli(), boolInt(v.CallerOnly))
+			`INSERT INTO operator_sessions (digest, subject, email, csrf_digest, created_at_ms, expires_at_ms, caller_only, claims) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			v.Digest, v.Subject, v.Email, v.CSRFDigest, v.CreatedAt.UnixMilli(), v.ExpiresAt.UnixMilli(), boolInt(v.CallerOnly), v.Claims)
 		if isUniqueViolation(err) {
 			return ErrConflict
 		}
@@ -174,8 +174,8 @@ func (s *sqlStore) GetSession(ctx context.Context, digest string, now time.Time)
 	err := s.do(ctx, opGetSession, func(ctx context.Context) error {
 		var created, exp, callerOnly int64
 		err := s.db.QueryRowContext(ctx, s.d.rebind(
-			`SELECT subject, email, csrf_digest, created_at_ms, expires_at_ms, caller_only FROM operator_sessions WHERE digest = ?`), digest).
-			Scan(&v.Subject, &v.Email, &v.CSRFDigest, &created, &exp, &callerOnly)
+			`SELECT subject, email, csrf_digest, created_at_ms, expires_at_ms, caller_only, claims FROM operator_sessions WHERE digest = ?`), digest).
+			Scan(&v.Subject, &v.Email, &v.CSRFDigest, &created, &exp, &callerOnly, &v.Claims)
 		v.CallerOnly = callerOnly != 0
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound

@@ -484,10 +484,10 @@ func sessions(t *testing.T, b Backend) {
 		t.Fatalf("deleted: %v", err)
 	}
 	// A caller's (non-operator) session says so; an operator's does not.
-	if err := s.PutSession(c, store.OperatorSession{Digest: "s2", Subject: "bob", CSRFDigest: "c", CallerOnly: true, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := s.PutSession(c, store.OperatorSession{Digest: "s2", Subject: "bob", CSRFDigest: "c", CallerOnly: true, Claims: `{"groups":["eng"]}`, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetSession(c, "s2", now); err != nil || !got.CallerOnly || got.Subject != "bob" {
+	if got, err := s.GetSession(c, "s2", now); err != nil || !got.CallerOnly || got.Subject != "bob" || got.Claims != `{"groups":["eng"]}` {
 		t.Fatalf("caller session: %+v, %v", got, err)
 	}
 	if err := s.PutSession(c, store.OperatorSession{Digest: "s3", Subject: "ops", CSRFDigest: "c", ExpiresAt: now.Add(time.Hour)}); err != nil {
