@@ -57,7 +57,9 @@ type harness struct {
 
 func startHarness(t *testing.T) *harness { t.Helper(); return startHarnessWith(t, "") }
 
-// startHarnessWith is startHarness with extra top-level YAML (e.g. access).
+// startHarnessWith is startHarness with extra YAML after the connectors:
+// top-level keys (e.g. access), or more connectors ("  - id: …"), where
+// {{protected}} is the protected resource server's URL.
 func startHarnessWith(t *testing.T, extra string) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,7 +107,8 @@ connectors:
     title: Pinned
     url: %s
     catalog: {pin: quarantine}
-`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) + extra
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) +
+		strings.ReplaceAll(extra, "{{protected}}", h.rs.URL) // more connectors may follow, at the protected server
 	h.yaml, h.env = yaml, env
 	h.logs = &syncBuffer{}
 	h.app = h.serve(t, ln)
