@@ -62,6 +62,13 @@ func startHarness(t *testing.T) *harness { t.Helper(); return startHarnessWith(t
 // {{protected}} is the protected resource server's URL.
 func startHarnessWith(t *testing.T, extra string) *harness {
 	t.Helper()
+	return startHarnessPairwise(t, extra, false)
+}
+
+// startHarnessPairwise: pairwise turns the provider's pairwise subjects on
+// (oidctest.Options.PairwiseSubjects).
+func startHarnessPairwise(t *testing.T, extra string, pairwise bool) *harness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +81,7 @@ func startHarnessWith(t *testing.T, extra string) *harness {
 		},
 		Clients: []oidctest.Client{{ID: consoleClient, Secret: consoleSecret,
 			RedirectURIs: []string{h.base + console.CallbackPath}, GrantTypes: []string{"authorization_code"}}},
+		PairwiseSubjects: pairwise,
 	})
 	h.rs = oidctest.NewProtectedServer(t, h.p)
 	keyedURL := h.startKeyed(t)

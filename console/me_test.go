@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/console"
+	oidctest "github.com/connecta-dev/connecta/test/oidc"
 )
 
 var buttonLink = regexp.MustCompile(`class="button" href="([^"]+)"`)
@@ -199,5 +200,56 @@ func TestMe_EachPersonConnectsTheirOwnAccount(t *testing.T) {
 	}
 	if strings.Contains(all, bobsKey) {
 		t.Fatal("the audit holds a credential")
+	}
+}
+
+// TestMe_OneActorOneNameUnderPairwiseSubjects: with the provider's pairwise
+// subjects on, the console's ID token names Alice differently from every
+// access token for connecta; the console takes her actor from the access
+// token it requests for the connecta resource, so the person who connects
+// on /me is the actor whose /mcp calls use that grant — and the operators
+// rule is read from the access token's claims.
+func TestMe_OneActorOneNameUnderPairwiseSubjects(t *testing.T) {
+	h := startHarnessPairwise(t, `  - id: mine
+    url: {{protected}}
+    oauth: {grants: caller}
+`, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	want := oidctest.PairwiseSubject("alice", h.base+"/mcp")
+	if idSub := oidctest.PairwiseSubject("alice", consoleClient); idSub == want {
+		t.Fatal("the provider's ID-token and access-token subjects coincide; the test proves nothing")
+	}
+	alice, status, page := h.signIn(ctx, "alice")
+	if status != http.StatusSeeOther || alice.cookie == "" {
+		t.Fatalf("alice: %d %s", status, page)
+	}
+	// An operator (the rule matched the access token's email claim).
+	if status, _ := alice.get("/operator/"); status != http.StatusOK {
+		t.Fatalf("alice on /operator/: %d", status)
+	}
+	if status, page := alice.connect(t, ctx, "mine", "alice"); status != http.StatusOK {
+		t.Fatalf("connect: %d %s", status, page)
+	}
+	tok, err := h.p.AccessToken(ctx, h.base+"/mcp", "alice") // another client: /mcp's
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, err := h.callTool(ctx, tok, "call_tool", map[string]any{"address": "mine.whoami"})
+	if err != nil || !strings.Contains(text, "subject=") {
+		t.Fatalf("alice through /mcp with the grant she connected on /me: %v %s", err, text)
+	}
+	recs, err := h.app.Store().ListAudit(ctx, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range recs {
+		if r.Action == "session.signin" {
+			found = r.Target == "operator:"+want
+		}
+	}
+	if !found {
+		t.Fatalf("the console's actor is not the access token's subject %s: %+v", want, recs)
 	}
 }

@@ -213,6 +213,8 @@ func (c *connector) authError(f *failure, operation string) *Error {
 	id := c.spec.ID
 	var msg string
 	switch {
+	case f.oauth && c.spec.PerCaller:
+		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }): the person opens the link it returns in a browser signed in to connecta (its /me page) as themselves.", strings.TrimSuffix(f.message, "."), id)
 	case f.oauth:
 		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
 	case c.spec.OAuth:

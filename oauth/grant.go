@@ -78,7 +78,7 @@ func (m *Manager) dropGrant(ctx context.Context, o owner) *Error {
 func (m *Manager) noGrant(o owner) *Error {
 	if !o.who.IsZero() {
 		return &Error{Code: CodeAuthRequired, NoGrant: true,
-			Message: fmt.Sprintf("Connector %q connects each person's own account, and %s has not connected one yet: call authorize_connector and open its link in a browser signed in to connecta's /me page as that person", o.id, o.who)}
+			Message: fmt.Sprintf("Connector %q connects each person's own account, and %s has not connected one yet", o.id, o.who)}
 	}
 	return &Error{Code: CodeAuthRequired, NoGrant: true,
 		Message: fmt.Sprintf("Connector %q is not authorized yet: a person must sign in to it once for the team", o.id)}
