@@ -2,6 +2,9 @@ package console_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
 	"encoding/json"
 	"html"
 	"io"
@@ -12,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/console"
+	"github.com/connecta-dev/connecta/vault"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 )
 
@@ -129,6 +134,8 @@ func TestMe_EachPersonConnectsTheirOwnAccount(t *testing.T) {
 		t.Fatalf("an issued token: %s", got)
 	}
 
+	grantTokens := h.grantTokens(t, ctx, "mine", "oidc:alice", "oidc:bob")
+
 	// Alice's agent asks for a new link; Bob opens it in his browser.
 	text, _, err := h.callTool(ctx, tokens["alice"], "authorize_connector", map[string]any{"connector": "mine", "force": true})
 	var st struct{ AuthorizationURL string }
@@ -201,6 +208,104 @@ func TestMe_EachPersonConnectsTheirOwnAccount(t *testing.T) {
 	if strings.Contains(all, bobsKey) {
 		t.Fatal("the audit holds a credential")
 	}
+
+	// No output holds a token or credential byte: pages, the log, /health,
+	// /metrics, the activity, the store's rows outside the vault.
+	var outputs []string
+	for _, o := range []*operator{alice, bob} {
+		for _, p := range []string{console.MePath, "/operator/", "/operator/activity", "/operator/audit"} {
+			_, page := o.get(p)
+			outputs = append(outputs, page)
+		}
+	}
+	for _, p := range []string{"/health", "/metrics"} {
+		res, err := http.Get(h.base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		outputs = append(outputs, string(b))
+	}
+	outputs = append(outputs, h.logs.String(), all, h.rowsOutsideVault(t, ctx))
+	for _, secret := range append(grantTokens, bobsKey) {
+		for i, out := range outputs {
+			if strings.Contains(out, secret) {
+				t.Fatalf("output %d holds a token or credential: %.300s", i, out)
+			}
+		}
+	}
+}
+
+// grantTokens opens the per-caller grants of connector for the actors
+// (display forms) with the harness's vault key and returns their tokens.
+func (h *harness) grantTokens(t *testing.T, ctx context.Context, connector string, actors ...string) []string {
+	t.Helper()
+	key, _ := base64.StdEncoding.DecodeString(h.env["VAULT_KEY"])
+	v, err := vault.New(h.app.Store(), []vault.Key{{ID: "k1", Key: key}}, "k1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range actors {
+		who, _ := actor.Parse(a)
+		raw, err := v.Open(ctx, vault.KindOAuthGrant, connector, vault.CallerName("grant", who))
+		if err != nil {
+			t.Fatalf("%s's grant: %v", a, err)
+		}
+		var g struct{ AccessToken, RefreshToken string }
+		if err := json.Unmarshal(raw, &g); err != nil || len(g.AccessToken) < 16 {
+			t.Fatalf("%s's grant does not decode: %v", a, err)
+		}
+		out = append(out, g.AccessToken)
+		if g.RefreshToken != "" {
+			out = append(out, g.RefreshToken)
+		}
+	}
+	return out
+}
+
+// rowsOutsideVault is every stored row but the sealed secrets, as text.
+func (h *harness) rowsOutsideVault(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	m := regexp.MustCompile(`sqlite:([^"]+)`).FindStringSubmatch(h.yaml)
+	db, err := sql.Open("sqlite3", "file:"+m[1]+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'secrets'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		_ = rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	var b strings.Builder
+	for _, n := range tables {
+		r, err := db.QueryContext(ctx, `SELECT * FROM "`+n+`"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := r.Columns()
+		vals, ptrs := make([]any, len(cols)), make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for r.Next() {
+			_ = r.Scan(ptrs...)
+			fmt.Fprintln(&b, vals...)
+		}
+		r.Close()
+	}
+	if !strings.Contains(b.String(), "oauth.granted") {
+		t.Fatalf("the row dump missed the audit: %.300s", b.String())
+	}
+	return b.String()
 }
 
 // TestMe_OneActorOneNameUnderPairwiseSubjects: with the provider's pairwise
