@@ -149,6 +149,14 @@ func TestMe_EachPersonConnectsTheirOwnAccount(t *testing.T) {
 		t.Fatalf("alice after bob opened her link: %s", got)
 	}
 
+	// The Connections and Credentials pages send operators to /me for
+	// per-caller connectors instead of offering the team's one value.
+	if _, page := alice.get("/operator/"); !strings.Contains(page, "each person's own") || !strings.Contains(page, `href="/me#me-mine"`) {
+		t.Fatalf("connections page for a per-caller connector: %s", page)
+	}
+	if _, page := alice.get("/operator/credentials"); !strings.Contains(page, "--actor ACTOR") || strings.Contains(page, `action="/operator/credentials/mykey"`) {
+		t.Fatalf("credentials page for a per-caller credential: %s", page)
+	}
 	// Operators see who holds a grant, never a value.
 	if _, page := alice.get(console.MePath); !strings.Contains(page, "<code>oidc:alice</code>") || !strings.Contains(page, "<code>oidc:bob</code>") {
 		t.Fatalf("alice's operator view: %s", page)

@@ -33,6 +33,9 @@ type connectionRow struct {
 	ToolCount         *int // nil: never contacted (shown as —, like its last error)
 	OAuth             bool
 	OAuthState        string // "connected", "not connected", "unknown"
+	// PerCaller: each person's own grant or credential (oauth.grants or
+	// credential.per: caller), managed on /me, not here.
+	PerCaller bool
 	Credential        bool
 	CredentialLabel   string
 	CredentialSet     bool
@@ -102,6 +105,12 @@ func (c *Console) rows(ctx context.Context) []connectionRow {
 			}
 		}
 		if cc := c.connector(h.ID); cc != nil {
+			r.PerCaller = cc.PerCaller()
+			if r.PerCaller {
+				r.OAuth, r.Credential = cc.OAuth != nil, cc.Credential != nil
+				out = append(out, r)
+				continue
+			}
 			if cc.OAuth != nil && c.o.OAuth != nil {
 				r.OAuth, r.OAuthState = true, "unknown"
 				if ok, err := c.o.OAuth.Granted(ctx, h.ID, actor.ID{}); err == nil {
