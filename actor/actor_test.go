@@ -54,3 +54,16 @@ func TestFromKeyIsKeysInverse(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFromKey: a stored key reads back as at most one actor, whose key is
+// the input (the vault row names per-caller values by it).
+func FuzzFromKey(f *testing.F) {
+	for _, s := range []string{"static:laptop", "issued:t1", "oidc:a:b", "local:", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		if a, ok := FromKey(key); ok && a.Key() != key {
+			t.Fatalf("FromKey(%q) = %v, whose key is %q", key, a, a.Key())
+		}
+	})
+}

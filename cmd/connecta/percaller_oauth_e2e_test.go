@@ -190,6 +190,18 @@ connectors:
 	if text, prog := both(tokens["alice"]); !strings.Contains(text, "subject=alice") || !strings.Contains(prog, "subject=alice") {
 		t.Fatalf("alice: %s / %s", text, prog)
 	}
+	// Bob's search does not show the connector's tools before he connects
+	// (his own catalog cannot load); Alice's does.
+	search := func(token string) string {
+		text, _ := callJSON(t, ctx, bearerSession(t, ctx, base+"/mcp", token), "search_tools", map[string]any{"query": "whoami"})
+		return text
+	}
+	if got := search(tokens["bob"]); strings.Contains(got, "mine.whoami") {
+		t.Fatalf("bob's search before connecting lists the tool: %s", got)
+	}
+	if got := search(tokens["alice"]); !strings.Contains(got, "mine.whoami") {
+		t.Fatalf("alice's search: %s", got)
+	}
 	bob := signIn(t, ctx, prov, base, "bob")
 	if status, page := bob.connect(ctx, prov, "mine", "bob"); status != http.StatusOK {
 		t.Fatalf("bob connects: %d %s", status, page)
@@ -198,6 +210,9 @@ connectors:
 		if text, prog := both(tokens[a]); !strings.Contains(text, "subject="+a) || !strings.Contains(prog, "subject="+a) {
 			t.Fatalf("%s: %s / %s", a, text, prog)
 		}
+	}
+	if got := search(tokens["bob"]); !strings.Contains(got, "mine.whoami") {
+		t.Fatalf("bob's search after connecting: %s", got)
 	}
 	// The static token: the connector needs a signed-in person.
 	if text, prog := both("laptop-inbound-token-fedcba9876543210"); !strings.Contains(text, `"auth_required"`) || !strings.Contains(text, "signed-in person") || !strings.Contains(prog, "auth_required") {
