@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -17,8 +17,8 @@ import (
 
 	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/console"
-	"github.com/connecta-dev/connecta/vault"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/vault"
 )
 
 var buttonLink = regexp.MustCompile(`class="button" href="([^"]+)"`)

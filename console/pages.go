@@ -27,15 +27,15 @@ import (
 const testTimeout = 20 * time.Second
 
 type connectionRow struct {
-	ID, Title, Kind   string
-	State, LastError  string
-	LastContact       time.Time
-	ToolCount         *int // nil: never contacted (shown as —, like its last error)
-	OAuth             bool
-	OAuthState        string // "connected", "not connected", "unknown"
+	ID, Title, Kind  string
+	State, LastError string
+	LastContact      time.Time
+	ToolCount        *int // nil: never contacted (shown as —, like its last error)
+	OAuth            bool
+	OAuthState       string // "connected", "not connected", "unknown"
 	// PerCaller: each person's own grant or credential (oauth.grants or
 	// credential.per: caller), managed on /me, not here.
-	PerCaller bool
+	PerCaller         bool
 	Credential        bool
 	CredentialLabel   string
 	CredentialSet     bool

@@ -233,9 +233,9 @@ type OperatorSession struct {
 	// /me (their own connections); operator pages refuse the session.
 	CallerOnly bool
 	// Claims is the sign-in access token's claims as JSON ("" when unknown).
-	Claims string
-	CreatedAt  time.Time
-	ExpiresAt  time.Time
+	Claims    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 // Sessions keeps console sessions (a sign-in may land on any replica).
