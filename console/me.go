@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
-	"unicode"
 
 	"github.com/connecta-dev/connecta/access"
 	"github.com/connecta-dev/connecta/actor"
@@ -171,19 +169,8 @@ func (c *Console) serveMeSetCredential(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	value := strings.TrimSpace(r.PostForm.Get("value"))
-	switch {
-	case value == "":
-		c.fail(w, r, http.StatusBadRequest, "Refused: empty credential", "The value was empty, so nothing was changed.")
-		return
-	case len(value) > vault.MaxCredentialBytes:
-		c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: credential too long", fmt.Sprintf("The value is over %d bytes, so nothing was changed.", vault.MaxCredentialBytes))
-		return
-	case strings.ContainsFunc(value, unicode.IsControl):
-		c.fail(w, r, http.StatusBadRequest, "Refused: control characters", "The value contains control characters, which cannot be sent in an HTTP header, so nothing was changed.")
-		return
-	case c.o.Vault == nil || !c.o.Vault.Configured():
-		c.fail(w, r, http.StatusConflict, "Vault not configured", "Storing a credential needs vault.keys in the configuration, so nothing was changed.")
+	value, ok := c.credentialValue(w, r)
+	if !ok {
 		return
 	}
 	if err := c.o.Vault.Seal(r.Context(), vault.KindCredential, cc.ID, vault.CallerName(CredentialName, who), []byte(value)); err != nil {

@@ -243,19 +243,8 @@ func (c *Console) serveSetCredential(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	value := strings.TrimSpace(r.PostForm.Get("value"))
-	switch {
-	case value == "":
-		c.fail(w, r, http.StatusBadRequest, "Refused: empty credential", "The value was empty, so nothing was changed.")
-		return
-	case len(value) > vault.MaxCredentialBytes:
-		c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: credential too long", fmt.Sprintf("The value is over %d bytes, so nothing was changed.", vault.MaxCredentialBytes))
-		return
-	case strings.ContainsFunc(value, unicode.IsControl):
-		c.fail(w, r, http.StatusBadRequest, "Refused: control characters", "The value contains control characters, which cannot be sent in an HTTP header, so nothing was changed.")
-		return
-	case c.o.Vault == nil || !c.o.Vault.Configured():
-		c.fail(w, r, http.StatusConflict, "Vault not configured", "Storing a credential needs vault.keys in the configuration, so nothing was changed.")
+	value, ok := c.credentialValue(w, r)
+	if !ok {
 		return
 	}
 	if err := c.o.Vault.Seal(r.Context(), vault.KindCredential, cc.ID, CredentialName, []byte(value)); err != nil {
@@ -624,4 +613,24 @@ func ruleRow(r config.AccessRule) accessRuleRow {
 		row.Tools = strings.Join(r.Tools, ", ")
 	}
 	return row
+}
+
+// credentialValue is the posted credential value, refused (with a page
+// saying nothing changed) when empty, too long, holding control characters
+// or without a vault to seal it in.
+func (c *Console) credentialValue(w http.ResponseWriter, r *http.Request) (string, bool) {
+	value := strings.TrimSpace(r.PostForm.Get("value"))
+	switch {
+	case value == "":
+		c.fail(w, r, http.StatusBadRequest, "Refused: empty credential", "The value was empty, so nothing was changed.")
+	case len(value) > vault.MaxCredentialBytes:
+		c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: credential too long", fmt.Sprintf("The value is over %d bytes, so nothing was changed.", vault.MaxCredentialBytes))
+	case strings.ContainsFunc(value, unicode.IsControl):
+		c.fail(w, r, http.StatusBadRequest, "Refused: control characters", "The value contains control characters, which cannot be sent in an HTTP header, so nothing was changed.")
+	case c.o.Vault == nil || !c.o.Vault.Configured():
+		c.fail(w, r, http.StatusConflict, "Vault not configured", "Storing a credential needs vault.keys in the configuration, so nothing was changed.")
+	default:
+		return value, true
+	}
+	return "", false
 }
