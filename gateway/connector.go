@@ -74,6 +74,7 @@ type connector struct {
 	// key, guarded by mu (percaller.go).
 	who     actor.ID
 	callers map[string]*connector
+	parent  *connector // a per-caller child's configured connector
 }
 
 type healthState struct {
@@ -410,20 +411,29 @@ func (c *connector) close() {
 
 // recordSuccess / recordFailure are health accounting: a live downstream
 // answer, or a downstream failure (never local refusals or cancellations).
+// A per-caller child reports to its connector's health too, except one
+// caller's auth_required: that caller has no grant or credential, which
+// says nothing about the downstream (percaller.go).
 func (c *connector) recordSuccess() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.health.lastSuccess = c.g.now()
 	c.health.consecutive = 0
 	c.crashes = 0
+	c.mu.Unlock()
+	if c.parent != nil {
+		c.parent.recordSuccess()
+	}
 }
 
 func (c *connector) recordFailure(code Code) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.health.lastFailure = c.g.now()
 	c.health.lastCode = code
 	c.health.consecutive++
+	c.mu.Unlock()
+	if c.parent != nil && code != CodeAuthRequired {
+		c.parent.recordFailure(code)
+	}
 }
 
 func (c *connector) healthSnapshot() ConnectorHealth {

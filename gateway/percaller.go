@@ -55,6 +55,7 @@ func (c *connector) forCaller(ctx context.Context) *connector {
 		return c
 	}
 	cc.gate = c.gate // admission is the connector's (its own partitions per caller)
+	cc.parent = c    // health is the connector's too
 	if c.callers == nil {
 		c.callers = map[string]*connector{}
 	}

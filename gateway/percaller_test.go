@@ -134,6 +134,10 @@ func TestPerCaller_EachActorsOwnCredentialAndCatalog(t *testing.T) {
 			t.Fatalf("%s's catalog: %v %v", who, names, err)
 		}
 	}
+	// The connector's health hears its callers' calls.
+	if h := g.Health()[0]; h.LastSuccess.IsZero() || h.ConsecutiveFailures != 0 {
+		t.Fatalf("health after the callers' calls: %+v", h)
+	}
 	// laptop's own tool does not exist for ci.
 	if _, gerr := call(ci, "k.only_laptop-key"); gerr == nil || gerr.Code != CodeUnknownTool {
 		t.Fatalf("ci calling laptop's tool: %v", gerr)
@@ -154,6 +158,9 @@ func TestPerCaller_EachActorsOwnCredentialAndCatalog(t *testing.T) {
 	}
 	if got, gerr := call(laptop, "k.whoami"); gerr != nil || got != `"key=laptop-key"` {
 		t.Fatalf("laptop after carol: %s %v", got, gerr)
+	}
+	if h := g.Health()[0]; h.ConsecutiveFailures != 0 || h.LastErrorCode != "" {
+		t.Fatalf("one caller's auth_required counted against the connector: %+v", h)
 	}
 	// No actor at all (a health probe): nobody's value is read or sent.
 	if _, err := g.Tools(context.Background(), "k"); err == nil {

@@ -232,3 +232,22 @@ connectors:
 		}
 	}
 }
+
+// TestDoctor_PerCallerConnectorNotChecked: doctor is nobody, so it cannot
+// list a connector whose calls carry each caller's own credential; it says
+// so and does not fail.
+func TestDoctor_PerCallerConnectorNotChecked(t *testing.T) {
+	t.Setenv("PC_VAULT_KEY", vaultKey(5))
+	cfg := writeConfig(t, fmt.Sprintf(`store: {url: "sqlite:%s"}
+executor: {spares: 0}
+vault: {keys: [{id: k1, key: "${env:PC_VAULT_KEY}"}], active: k1}
+connectors:
+  - id: keys
+    url: http://127.0.0.1:9/mcp
+    credential: {header: X-Key, per: caller}
+`, filepath.Join(t.TempDir(), "state.db")))
+	code, out, errOut := runCLI("doctor", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "connector keys: not checked: it uses each caller's own") {
+		t.Fatalf("doctor: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
