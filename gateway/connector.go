@@ -70,10 +70,10 @@ type connector struct {
 	gens int // live generations containing this connector; guarded by Gateway.regMu
 
 	// who is the actor a per-caller connector's child belongs to (zero for
-	// the configured connector itself); callers are its children by actor
-	// key, guarded by mu (percaller.go).
+	// the configured connector itself); callers are its children by actor,
+	// guarded by mu (percaller.go).
 	who     actor.ID
-	callers map[string]*connector
+	callers map[actor.ID]*connector
 	parent  *connector // a per-caller child's configured connector
 }
 

@@ -40,10 +40,9 @@ func (c *connector) forCaller(ctx context.Context) *connector {
 	if who.IsZero() {
 		return c
 	}
-	key := who.Key()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc := c.callers[key]; cc != nil {
+	if cc := c.callers[who]; cc != nil {
 		return cc
 	}
 	if c.closed {
@@ -57,9 +56,9 @@ func (c *connector) forCaller(ctx context.Context) *connector {
 	cc.gate = c.gate // admission is the connector's (its own partitions per caller)
 	cc.parent = c    // health is the connector's too
 	if c.callers == nil {
-		c.callers = map[string]*connector{}
+		c.callers = map[actor.ID]*connector{}
 	}
-	c.callers[key] = cc
+	c.callers[who] = cc
 	return cc
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -192,5 +193,31 @@ func TestPerCaller_RefusedWithSharedSession(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "sharedSession") {
 		t.Fatalf("New: %v", err)
+	}
+}
+
+// BenchmarkForCaller is the per-call cost of choosing a per-caller
+// connector's child for an actor that already has one.
+func BenchmarkForCaller(b *testing.B) {
+	g, err := New(context.Background(), Options{
+		Connectors:  []ConnectorSpec{{ID: "k", URL: "http://127.0.0.1:9/mcp", PerCaller: true, Credential: &CredentialSlot{Header: "X-Key"}}},
+		Credentials: &callerCredentials{values: map[string]string{}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	c := g.lookup("k")
+	ctxs := make([]context.Context, 1000)
+	for i := range ctxs {
+		ctxs[i] = WithActor(context.Background(), actor.OIDCSubject(fmt.Sprintf("00u%04dabcd-1234-5678-9abc-def012345678", i))) // a UUID-sized sub
+		c.forCaller(ctxs[i])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if c.forCaller(ctxs[i%len(ctxs)]) == c {
+			b.Fatal("no child")
+		}
 	}
 }
