@@ -340,11 +340,17 @@ func TestInvalidGrantDropsGrant(t *testing.T) {
 // (as a user would from the provider's own settings).
 func (r *rig) revokeAtServer(t *testing.T, ctx context.Context) {
 	t.Helper()
+	r.revokeGrantAtServer(t, ctx, "grant")
+}
+
+// revokeGrantAtServer is revokeAtServer for the grant stored as name.
+func (r *rig) revokeGrantAtServer(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	ms, ok := r.store.(*oauth.MemoryStore)
 	if !ok {
 		t.Fatal("revokeAtServer needs the memory store")
 	}
-	raw, err := ms.Open(ctx, "tracker", "grant")
+	raw, err := ms.Open(ctx, "tracker", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -296,3 +296,43 @@ func TestPerCaller_ReplicasShareOnePersonsFlowAndRefreshOnce(t *testing.T) {
 		t.Fatalf("bob: %q %v", got, err)
 	}
 }
+
+// TestPerCaller_InvalidGrantDropsThatPersonsGrantOnly: Alice's refresh
+// token revoked at the authorization server: her next refresh answers
+// invalid_grant, which drops her grant (audited as hers) and leaves Bob's.
+func TestPerCaller_InvalidGrantDropsThatPersonsGrantOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p := oidctest.Start(t, twoPeople())
+	r := newRigAt(t, p, oidctest.NewProtectedServer(t, p), nil, "", true)
+	for who, account := range map[actor.ID]string{alice: "alice", bob: "bob"} {
+		if status, page, _ := r.complete(t, ctx, r.browser(t, who), r.start(t, ctx, who).AuthorizationURL, account); status != http.StatusOK {
+			t.Fatalf("%s: %d %s", who, status, page)
+		}
+	}
+	r.revokeGrantAtServer(t, ctx, vault.CallerName("grant", alice))
+	r.rs.RejectNext(1)
+	if _, err := r.whoamiAs(ctx, alice); err == nil {
+		t.Fatal("alice's call worked after invalid_grant")
+	}
+	if r.refreshes("invalid_grant") != 1 {
+		t.Fatalf("invalid_grant refreshes = %v", r.refreshes("invalid_grant"))
+	}
+	if _, err := r.whoamiAs(ctx, alice); !wantAuthRequired(t, err, "alice's next call").NoGrant {
+		t.Fatal("alice's grant was kept")
+	}
+	if got, err := r.whoamiAs(ctx, bob); err != nil || !strings.Contains(got, "subject=bob") {
+		t.Fatalf("bob after alice's invalid_grant: %q %v", got, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.audits {
+		if a.Action == "dropped" {
+			if a.Owner != "oidc:alice" || a.Outcome != "invalid_grant" {
+				t.Fatalf("drop audit: %+v", a)
+			}
+			return
+		}
+	}
+	t.Fatalf("no drop audit in %+v", r.audits)
+}
