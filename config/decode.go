@@ -584,6 +584,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 	}
 	d.checkQuarantineStore(c, catalogNode)
+	d.checkPerCallerQuarantine(c, catalogNode)
 	if e, ok := fs["access"]; ok {
 		d.access(e.val, c)
 		c.Access.Line = e.key.Line
