@@ -82,7 +82,7 @@ connectors:
 	}{
 		{[]string{"credential", "set", "keys", "value", "--config", cfg}, "name whose with --actor"},
 		{[]string{"credential", "set", "team", "value", "--actor", "laptop", "--config", cfg}, "--actor does not apply"},
-		{[]string{"credential", "set", "keys", "value", "--actor", "local", "--config", cfg}, "not an actor as activity writes it"},
+		{[]string{"credential", "set", "keys", "value", "--actor", "not a name", "--config", cfg}, "not an actor as activity writes it"},
 		{[]string{"credential", "set", "keys", "value#x", "--actor", "laptop", "--config", cfg}, "without"},
 	} {
 		if code, _, errOut := runCLIStdin("v", c.args...); code != 2 || !strings.Contains(errOut, c.want) {
@@ -222,7 +222,7 @@ connectors:
 	}{
 		{[]string{"oauth", "revoke", "mine", "--config", cfg}, 2, "--actor oidc:<sub>"},
 		{[]string{"oauth", "revoke", "team", "--actor", "oidc:alice", "--config", cfg}, 2, "--actor does not apply"},
-		{[]string{"oauth", "revoke", "mine", "--actor", "stdio", "--config", cfg}, 2, "not an actor as activity writes it"},
+		{[]string{"oauth", "revoke", "mine", "--actor", "token:", "--config", cfg}, 2, "not an actor as activity writes it"},
 		{[]string{"oauth", "revoke", "mine", "--actor", "oidc:alice", "--config", cfg}, 0, "no grant of oidc:alice"},
 		{[]string{"oauth", "revoke", "mine", "--actor=oidc:bob", "--config", cfg}, 0, "no grant of oidc:bob"},
 	} {

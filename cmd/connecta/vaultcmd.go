@@ -262,7 +262,9 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 
 // actorFlag takes `--actor ACTOR` (or `--actor=ACTOR`) out of args: the
 // actor written as activity writes it (laptop, token:<id>, oidc:<sub>),
-// read with actor.Parse. Absent: the zero ID (the connector's one value).
+// read with actor.Parse (local and stdio too: a loopback or --stdio
+// server's one caller is an actor). Absent: the zero ID (the connector's
+// one value).
 func actorFlag(cmd string, args []string, stderr io.Writer) (rest []string, who actor.ID, code int) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -282,7 +284,7 @@ func actorFlag(cmd string, args []string, stderr io.Writer) (rest []string, who 
 			continue
 		}
 		id, ok := actor.Parse(val)
-		if !ok || (id.Kind != actor.Static && id.Kind != actor.Issued && id.Kind != actor.OIDC) {
+		if !ok {
 			fmt.Fprintf(stderr, "connecta %s: --actor %q is not an actor as activity writes it (a token name such as laptop, token:<id> or oidc:<sub>)\n", cmd, val)
 			return nil, actor.ID{}, 2
 		}
