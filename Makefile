@@ -1,7 +1,7 @@
 # connecta — build, test, engine build.
 GO ?= go
 
-.PHONY: build test test-long test-race lint fuzz wasm wasm-verify bench bench-go wazero wazero-verify
+.PHONY: build child run test test-long test-race lint fuzz wasm wasm-verify bench bench-go wazero wazero-verify
 
 # Version stamp for `connecta version` (main.version, main.commit); without
 # git, the binary falls back to what Go records, then to "dev".
@@ -9,11 +9,65 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-# Static binaries: every sandbox child re-executes this one, and a
-# dynamically linked binary pays the loader on each spawn.
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sandbox-child ./cmd/sandbox-child
+# One artifact: bin/connecta carries the slim sandbox child
+# (cmd/sandbox-child) and executes it from a sealed memfd (docs/DESIGN.md
+# "The sandbox child binary"). `child` builds it into internal/childbin with
+# its SHA-256 beside it (both generated, never committed); the build tag
+# slimchild embeds both. Static binaries: a dynamically linked child pays
+# the loader on each spawn. Reproducible: -trimpath, no timestamps, Go's
+# content-derived build IDs; the same tree gives the same bytes.
+CHILD := internal/childbin/sandbox-child
+GOTAGS := slimchild
+# The child carries no symbol table or DWARF (-s -w: 9.1 → 6.4 MB, in the
+# parent and in the memfd); neither is loaded when it runs, panics still
+# have their traces (pclntab), and `go tool addr2line` still resolves its
+# addresses for a profile.
+CHILD_LDFLAGS := -s -w
+child:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(CHILD_LDFLAGS)' -o $(CHILD) ./cmd/sandbox-child
+	cd $(dir $(CHILD)) && sha256sum $(notdir $(CHILD)) > $(notdir $(CHILD)).sha256
+
+build: child
+	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
+
+# build-verify (CI): build the child and bin/connecta again from an empty
+# build cache and compare the bytes with make build's: the build is
+# reproducible, not merely cached. Run it on a tree nothing changes
+# meanwhile: the binaries record the VCS revision and whether it is dirty.
+.PHONY: build-verify
+build-verify: build
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(CHILD_LDFLAGS)' -o $$tmp/sandbox-child ./cmd/sandbox-child && \
+	cmp $$tmp/sandbox-child $(CHILD) && \
+	GOCACHE=$$tmp/cache CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $$tmp/connecta ./cmd/connecta && \
+	cmp $$tmp/connecta bin/connecta && \
+	echo "build-verify: bin/connecta $$(sha256sum < bin/connecta | cut -c1-16)… and its child reproduced from an empty build cache"
+
+# image: the OCI image (deploy/container/Containerfile, docs/kubernetes.md)
+# built with Debian's podman/buildah from a staged context: bin/connecta,
+# the CA bundle, the cache volume's mount point. --timestamp 0: the same binary gives
+# the same image. test-image builds it and runs it for real (podman run and
+# podman kube play of deploy/kubernetes/); CONNECTA_REQUIRE_PODMAN=1 makes a
+# missing podman fail instead of skip.
+IMAGE ?= localhost/connecta:dev
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+.PHONY: image test-image
+image: build
+	rm -rf bin/image && mkdir -p bin/image/mountpoints/var/cache/connecta
+	chmod 0755 bin/image/mountpoints/var bin/image/mountpoints/var/cache
+	chmod 1777 bin/image/mountpoints/var/cache/connecta
+	cp bin/connecta bin/image/connecta
+	cp $(CA_BUNDLE) bin/image/ca-certificates.crt
+	podman build --quiet --timestamp 0 -f deploy/container/Containerfile -t $(IMAGE) bin/image
+
+test-image: image
+	CONNECTA_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 20m -tags $(GOTAGS) ./deploy/container/
+	cd deploy/kubernetes/manifesttest && $(GO) test -count=1 ./...
+
+# run: the README's first command: build, then serve the embedded default
+# configuration on 127.0.0.1:8787.
+run: build
+	bin/connecta serve
 
 # test: first installs, once, the real parts the suites drive (test/setup.sh:
 # PostgreSQL, Chromium, the pinned npm packages) so a fresh machine runs them
@@ -21,10 +75,10 @@ build:
 # The suite runs through test/skipreport: the same lines as plain go test
 # (each package's ok/FAIL, failing tests' output) and go test's exit status,
 # then every skipped test with its reason, so a missing part is visible.
-test: test-deps
-	$(GO) vet ./...
+test: test-deps child
+	$(GO) vet -tags $(GOTAGS) ./...
 	@$(GO) build -o bin/skipreport ./test/skipreport
-	bin/skipreport -- $(GO) test -short ./...
+	bin/skipreport -- $(GO) test -short -tags $(GOTAGS) ./...
 
 .PHONY: test-deps
 test-deps:
@@ -35,8 +89,8 @@ test-deps:
 # the detector needs syscalls the allow-list refuses), so hardening itself is
 # proven by the normal build's tests, not these.
 RACE_PKGS ?= ./supervisor/... ./server/... ./gateway/... ./contract/... ./internal/...
-test-race:
-	$(GO) test -race -short $(RACE_PKGS)
+test-race: child
+	$(GO) test -race -short -tags $(GOTAGS) $(RACE_PKGS)
 
 # lint: go vet, gofmt and staticcheck (pinned in go.mod as a tool:
 # `go get -tool honnef.co/go/tools/cmd/staticcheck@VERSION` to move it;
@@ -54,8 +108,8 @@ lint:
 # test-long: the long suites too. The supervisor's full builtin CPU sweep
 # alone takes ~100 s of CPU (4 min of wall on an idle 2-core machine, more
 # under load), past go test's default 10 min per package when shared.
-test-long:
-	$(GO) test -timeout 30m ./...
+test-long: child
+	$(GO) test -timeout 30m -tags $(GOTAGS) ./...
 
 # fuzz: run every fuzz target briefly (go test -fuzz takes one target per run).
 FUZZTIME ?= 5s
@@ -173,8 +227,7 @@ test-everything-http:
 LOAD_DURATION ?= 10s
 LOAD_CLIENTS ?= 1 4 8
 LOAD_PROGRAMS ?= 1plus1 fivecall
-load:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/connecta ./cmd/connecta
+load: build
 	$(GO) build -o bin/connecta-load ./cmd/connecta-load
 	@tmp=$$(mktemp -d); pid=; \
 	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; fi; rm -rf "$$tmp"' EXIT; \
@@ -196,6 +249,23 @@ load:
 # inbound identity tests; needs node >= 20.19 and npm.
 oidc-provider:
 	npm ci --prefix test/oidc/testdata --no-audit --no-fund
+
+# conformance: the official MCP conformance suite
+# (@modelcontextprotocol/conformance, pinned with its package-lock.json under
+# test/conformance/) runs every server scenario against a live bin/connecta
+# and compares with test/conformance/expected-failures.yaml: a scenario that
+# starts failing, or starts passing while listed, fails; then the client
+# scenarios initialize, tools_call and sse-retry with connecta as the client
+# (test/conformance/driver). Needs node >= 22
+# (.ci/run takes it from the npm registry); conformance-setup installs the
+# suite. Without either it skips, unless CONNECTA_REQUIRE_CONFORMANCE=1.
+.PHONY: conformance conformance-setup
+conformance-setup:
+	npm ci --prefix test/conformance --no-audit --no-fund
+
+conformance: build
+	$(GO) build -o bin/conformance-driver ./test/conformance/driver
+	test/conformance/run.sh
 
 # console-demo: try the operator console locally. Starts the project's test
 # OpenID provider (test/oidc; `make oidc-provider` first) with one demo

@@ -32,6 +32,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/internal/childbin"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
@@ -59,8 +60,8 @@ type Options struct {
 	// (or over Pool when set). Without it the server has six tools.
 	Executor bool
 	// Pool, when set, is the executor pool the application runs programs
-	// on; the application does not close it. Test binaries share one, as
-	// every child they spawn re-executes the test binary.
+	// on; the application does not close it. Test binaries share one: a
+	// pool's start warms a child and keeps spares of its own.
 	Pool *supervisor.Pool
 	// Connectors are added after the configured ones: in-process servers
 	// that a configuration file cannot name (tests, examples).
@@ -184,7 +185,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 	var code server.CodeTool
 	var codeAdmission func() server.AdmissionSnapshot
-	executorName := ""
+	executorName, executorChild := "", ""
 	if o.Executor {
 		a.Pool = o.Pool
 		if a.Pool == nil {
@@ -194,7 +195,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			}
 			a.ownsPool = true
 		}
-		executorName = ExecutorName
+		executorName, executorChild = ExecutorName, a.Pool.ChildKind()
 		code, err = a.codeTool(cfg, log)
 		if err != nil {
 			return nil, fmt.Errorf("execute_code: %w", err)
@@ -220,6 +221,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Code:             code,
 
 		ExecutorName:         executorName,
+		ExecutorChild:        executorChild,
 		CodeAdmission:        codeAdmission,
 		StoreState:           a.state.health,
 		Inflight:             a.state.inflight(),
@@ -300,6 +302,7 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			URL: c.URL, Command: c.Command,
 			Admission:     callAdmission(c.CallAdmission),
 			SharedSession: c.SharedSession,
+			LegacyVersion: c.LegacyVersion,
 			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth:      c.OAuth != nil,
 			PerCaller:  c.PerCaller(),
@@ -369,6 +372,8 @@ func SupervisorOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Regi
 			HeapBytes: uint64(e.MemoryLimitBytes), StackBytes: uint64(e.MaxStackSizeBytes),
 		},
 		CacheDir: cacheDir,
+		// The slim child this build carries (make build), or none.
+		Child:    supervisor.Child{Binary: childbin.Binary(), SHA256: childbin.SHA256()},
 		Logger:   log,
 		Registry: reg,
 	}

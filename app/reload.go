@@ -93,7 +93,7 @@ func serverTokens(cfg *config.Config) []server.Token {
 func requestLimits(cfg *config.Config) server.RequestLimits {
 	r := cfg.Requests
 	return server.RequestLimits{
-		MaxActive: r.MaxActive, MaxQueue: r.MaxQueue, QueueTimeout: r.QueueTimeout, RetryAfter: r.RetryAfter,
+		MaxActive: r.MaxActive, MaxActivePerCaller: r.MaxActivePerCaller, MaxQueue: r.MaxQueue, QueueTimeout: r.QueueTimeout, RetryAfter: r.RetryAfter,
 		MaxBodyBytes: r.MaxBodyBytes, BodyTimeout: r.BodyTimeout,
 	}
 }

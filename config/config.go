@@ -71,11 +71,14 @@ type Token struct {
 // Requests is the /mcp request admission (a global FIFO before auth) and the
 // request body cap.
 type Requests struct {
-	MaxActive    int
-	MaxQueue     int // 0 = fail fast when every slot is busy
-	QueueTimeout time.Duration
-	RetryAfter   time.Duration
-	MaxBodyBytes int64
+	MaxActive int
+	// MaxActivePerCaller caps one caller's permits while requests of more
+	// than one caller wait; 0 (absent) means half of MaxActive, rounded up.
+	MaxActivePerCaller int
+	MaxQueue           int // 0 = fail fast when every slot is busy
+	QueueTimeout       time.Duration
+	RetryAfter         time.Duration
+	MaxBodyBytes       int64
 	// BodyTimeout bounds how long a request's body may take to arrive once
 	// it holds a permit (408 after it); below QueueTimeout, so a queued
 	// caller waits at most this long behind slow senders.
@@ -162,7 +165,11 @@ type Connector struct {
 	// SharedSession (url connectors only) is the operator's statement that
 	// the downstream is stateless: every execution and top-level call
 	// shares one MCP session instead of opening its own (P4).
-	SharedSession    bool
+	SharedSession bool
+	// LegacyVersion is `versionNegotiation: legacy`: the session protocols
+	// only (2025-11-25 down), never 2026-07-28's server/discover. The
+	// default, auto, tries 2026-07-28 first.
+	LegacyVersion    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 	// CatalogPin is the connector's catalog.pin override ("" = the
@@ -231,6 +238,12 @@ type MissingCredential struct {
 // Builtin connector kinds.
 const (
 	BuiltinDemo = "demo"
+)
+
+// versionNegotiation values.
+const (
+	VersionAuto   = "auto"
+	VersionLegacy = "legacy"
 )
 
 // Defaults (docs/DECISIONS.md, "Configuration").

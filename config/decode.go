@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -53,25 +54,12 @@ func Parse(name string, data []byte, r Resolver) (*Config, error) {
 	return parse(name, filepath.Dir(name), data, r)
 }
 
-// Syntax checks are hand-written rather than package-level regexps: every
-// package init runs in every sandbox child.
+// connectorID is ConnectorIDPattern compiled: the documented pattern is the
+// check, so the two cannot disagree.
+var connectorID = regexp.MustCompile(ConnectorIDPattern)
 
 // ValidConnectorID reports whether id matches ConnectorIDPattern.
-func ValidConnectorID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '_' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidConnectorID(id string) bool { return connectorID.MatchString(id) }
 
 // validHeaderName reports an RFC 9110 token.
 func validHeaderName(s string) bool {
@@ -471,12 +459,16 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		r := &c.Requests
 		d.section(e.val, "requests", []numField{
 			{"maxActive", 1, 4096, intInto(&r.MaxActive)},
+			{"maxActivePerCaller", 1, 4096, intInto(&r.MaxActivePerCaller)},
 			{"maxQueue", 0, maxQueue, intInto(&r.MaxQueue)},
 			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
 			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
 			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
 			{"bodyTimeoutMs", 1, maxWaitMs, msInto(&r.BodyTimeout)},
 		}, nil, func(fs map[string]entry) {
+			if pe, ok := fs["maxActivePerCaller"]; ok && r.MaxActivePerCaller > r.MaxActive {
+				d.fail(pe.val, "requests.maxActivePerCaller", "%d must be at most requests.maxActive (%d)", r.MaxActivePerCaller, r.MaxActive)
+			}
 			// A caller queued behind slow senders must get a permit before
 			// its own queue wait ends.
 			if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {
@@ -707,7 +699,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog", "versionNegotiation"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -862,6 +854,17 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			}
 		}
 	}
+	if e, ok := fs["versionNegotiation"]; ok {
+		if s, ok := d.str(e.val, path+".versionNegotiation"); ok {
+			switch s {
+			case VersionAuto:
+			case VersionLegacy:
+				c.LegacyVersion = true
+			default:
+				d.fail(e.val, path+".versionNegotiation", "must be %s or %s, not %q", VersionAuto, VersionLegacy, clip(s))
+			}
+		}
+	}
 	roLines := map[string]int{}
 	if e, ok := fs["readOnly"]; ok {
 		c.ReadOnly = d.toolList(e.val, path+".readOnly", nil)
@@ -962,16 +965,24 @@ func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
 		}
 	}
 	if e, ok := fs["scopes"]; ok {
-		if list, ok := d.strList(e.val, path+".scopes"); ok {
-			for _, s := range list {
-				if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
-					d.fail(e.val, path+".scopes", "%q is not a scope token", clip(s))
-					return
-				}
-			}
-			o.Scopes = list
+		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
+	}
+}
+
+// scopeList decodes a list of OAuth scope tokens (RFC 6749 §3.3: no
+// spaces, quotes, backslashes or control characters).
+func (d *decoder) scopeList(n *yaml.Node, field string) ([]string, bool) {
+	list, ok := d.strList(n, field)
+	if !ok {
+		return nil, false
+	}
+	for _, s := range list {
+		if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
+			d.fail(n, field, "%q is not a scope token", clip(s))
+			return nil, false
 		}
 	}
+	return list, true
 }
 
 func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {

@@ -1,22 +1,28 @@
 package config
 
 import (
+	"bytes"
 	"encoding/base64"
+	"errors"
 	"html"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // A snippet is one piece of configuration a reader may copy: a ```yaml
 // block of README.md, docs/*.md or deploy/*.md, a deploy/*.yaml file that is
 // a connecta configuration, or a <pre> block of an HTML page the server
 // renders (console/templates). A fragment — a piece that is not a whole file
-// — says so on its first line, `# fragment: under KEY`, and is completed by
-// indenting it under `KEY:`.
+// — says so on its first line: `# fragment: under KEY` is completed by
+// indenting it under `KEY:`, and `# fragment: with FILE` by appending it to
+// testdata/snippets/FILE, the deployment it is an example within.
 type snippet struct {
 	where string // file:line
 	text  string
@@ -26,6 +32,7 @@ var (
 	fenceYAML  = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
 	htmlPre    = regexp.MustCompile(`(?s)<pre[^>]*>(.*?)</pre>`)
 	fragmentOf = regexp.MustCompile(`^# fragment: under ([A-Za-z.]+)\n`)
+	fragmentIn = regexp.MustCompile(`^# fragment: with ([A-Za-z0-9_-]+\.yaml)\n`)
 	// Whole files under deploy/ that are not connecta's configuration.
 	notConnectaConfig = map[string]bool{"prometheus.yml": true, "connecta-alerts.yml": true}
 )
@@ -51,7 +58,11 @@ func docSnippets(t *testing.T) []snippet {
 	yamls, _ := filepath.Glob("../deploy/*.yaml")
 	more, _ := filepath.Glob("../deploy/*/*.yaml")
 	for _, f := range append(yamls, more...) {
-		if notConnectaConfig[filepath.Base(f)] || strings.Contains(f, "kubernetes") {
+		if strings.Contains(f, "kubernetes") {
+			out = append(out, configMapSnippets(t, f)...)
+			continue
+		}
+		if notConnectaConfig[filepath.Base(f)] {
 			continue
 		}
 		data, err := os.ReadFile(f)
@@ -77,8 +88,44 @@ func docSnippets(t *testing.T) []snippet {
 	return out
 }
 
+// configMapSnippets are the connecta configurations a Kubernetes manifest
+// carries: each *.yaml key of a ConfigMap (the other kinds are checked by
+// deploy/kubernetes/manifesttest).
+func configMapSnippets(t *testing.T, file string) []snippet {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []snippet
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for key, text := range doc.Data {
+			if doc.Kind == "ConfigMap" && strings.HasSuffix(key, ".yaml") {
+				out = append(out, snippet{where: file + ": data." + key, text: text})
+			}
+		}
+	}
+}
+
 // complete turns a fragment into a whole file.
 func complete(text string) string {
+	if m := fragmentIn.FindStringSubmatch(text); m != nil {
+		base, err := os.ReadFile(filepath.Join("testdata", "snippets", m[1]))
+		if err != nil {
+			return "# missing base " + m[1] + "\n" + text // fails to decode with its name
+		}
+		return string(base) + strings.TrimPrefix(text, m[0])
+	}
 	m := fragmentOf.FindStringSubmatch(text)
 	if m == nil {
 		return text
@@ -105,7 +152,8 @@ func snippetSecret(name string) string {
 	case strings.Contains(name, "store-url"), strings.Contains(name, "database-url"), strings.Contains(name, "DATABASE_URL"):
 		return "postgres://connecta:pw@db.internal:5432/connecta"
 	}
-	return "snippet-secret-value-0123456789"
+	// Distinct per name: two tokens of one example never resolve alike.
+	return "snippet-secret-value-0123456789-" + base64.RawURLEncoding.EncodeToString([]byte(name))
 }
 
 // Every snippet a reader may copy decodes: the vault flow mapping with an
@@ -138,6 +186,14 @@ func TestSnippets_EveryDocumentedConfigurationDecodes(t *testing.T) {
 		if _, err := Load(path, r); err != nil {
 			t.Errorf("%s: does not decode:\n%v\n--- snippet ---\n%s", s.where, err, s.text)
 		}
+	}
+}
+
+// The "with" marker appends a piece to the deployment it is an example in.
+func TestSnippets_FragmentWithBaseIsAppended(t *testing.T) {
+	got := complete("# fragment: with access-base.yaml\naccess: []\n")
+	if !strings.HasPrefix(got, "# The deployment") || !strings.HasSuffix(got, "\naccess: []\n") {
+		t.Fatalf("%q", got)
 	}
 }
 

@@ -30,7 +30,9 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -64,8 +66,12 @@ const (
 	activityPage    = 50
 	auditPage       = 200
 	maxFormBytes    = 64 << 10
-	callbackBurst   = 20              // sign-in callbacks admitted at once
+	callbackBurst   = 20              // sign-in requests admitted at once, all addresses together
 	callbackRefill  = 3 * time.Second // one more admitted per this long
+	callbackReserve = 5               // of the burst, kept for callbacks carrying their state cookie
+	addressBurst    = 10              // sign-in starts (and, apart, callbacks) of one client address at once
+	addressRefill   = 3 * time.Second
+	maxAddresses    = 4096 // addresses tracked; beyond, only the global bucket applies
 	maxFilterBytes  = 256
 	maxUserinfoBody = 1 << 20
 )
@@ -101,7 +107,10 @@ type Console struct {
 	log   *slog.Logger
 	now   func() time.Time
 	pages *template.Template
-	limit *limiter
+	limit *limiter // every sign-in request, a reserve kept for real callbacks
+	// starts and callbacks limit each client address apart, so one address
+	// cannot spend the global bucket (a lockout of every operator).
+	starts, callbacks *addrLimiter
 
 	idpMu sync.Mutex
 	idp   *identityProvider // discovered on first sign-in, per issuer
@@ -142,6 +151,8 @@ func New(o Options) (*Console, error) {
 	}
 	c.pages = t
 	c.limit = newLimiter(callbackBurst, callbackRefill, c.now)
+	c.starts = newAddrLimiter(addressBurst, addressRefill, maxAddresses, c.now)
+	c.callbacks = newAddrLimiter(addressBurst, addressRefill, maxAddresses, c.now)
 	return c, nil
 }
 
@@ -287,31 +298,105 @@ func flashSig(key, msg string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
-// limiter is a token bucket: burst tokens, one more every refill.
+// bucket is a token bucket's state: burst tokens, one more every refill.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take spends one token if that leaves at least floor, after refilling.
+func (b *bucket) take(now time.Time, burst float64, refill time.Duration, floor float64) bool {
+	b.tokens = min(burst, b.tokens+float64(now.Sub(b.last))/float64(refill))
+	b.last = now
+	if b.tokens-1 < floor {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// full reports whether the bucket has refilled (it then equals a new one).
+func (b *bucket) full(now time.Time, burst float64, refill time.Duration) bool {
+	return b.tokens+float64(now.Sub(b.last))/float64(refill) >= burst
+}
+
+// limiter is one token bucket.
 type limiter struct {
 	mu     sync.Mutex
-	tokens float64
+	b      bucket
 	burst  float64
 	refill time.Duration
-	last   time.Time
 	now    func() time.Time
 }
 
 func newLimiter(burst int, refill time.Duration, now func() time.Time) *limiter {
-	return &limiter{tokens: float64(burst), burst: float64(burst), refill: refill, last: now(), now: now}
+	return &limiter{b: bucket{tokens: float64(burst), last: now()}, burst: float64(burst), refill: refill, now: now}
 }
 
-func (l *limiter) allow() bool {
+// allow spends a token, leaving at least reserve for allow(0).
+func (l *limiter) allow(reserve int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.take(l.now(), l.burst, l.refill, float64(reserve))
+}
+
+// addrLimiter is a token bucket per client address: the connection's
+// RemoteAddr (no forwarded-for header is trusted), an IPv6 address by its
+// /64, which one host usually holds whole. At most max addresses are
+// tracked; refilled buckets are dropped to make room, and an address that
+// finds no room is let through (the global bucket still applies).
+type addrLimiter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	burst   float64
+	refill  time.Duration
+	max     int
+	now     func() time.Time
+}
+
+func newAddrLimiter(burst int, refill time.Duration, maxAddrs int, now func() time.Time) *addrLimiter {
+	return &addrLimiter{buckets: map[string]*bucket{}, burst: float64(burst), refill: refill, max: maxAddrs, now: now}
+}
+
+func (l *addrLimiter) allow(remoteAddr string) bool {
+	key := clientKey(remoteAddr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.tokens = min(l.burst, l.tokens+float64(now.Sub(l.last))/float64(l.refill))
-	l.last = now
-	if l.tokens < 1 {
-		return false
+	b := l.buckets[key]
+	if b == nil {
+		if len(l.buckets) >= l.max {
+			for k, o := range l.buckets {
+				if o.full(now, l.burst, l.refill) {
+					delete(l.buckets, k)
+				}
+			}
+			if len(l.buckets) >= l.max {
+				return true
+			}
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.buckets[key] = b
 	}
-	l.tokens--
-	return true
+	return b.take(now, l.burst, l.refill, 0)
+}
+
+// clientKey is the address a client is limited by.
+func clientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
 }
 
 // ctxKey carries the request's session.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -245,6 +246,55 @@ func TestConsole_CallbackRateLimited(t *testing.T) {
 	}
 	if limited == 0 {
 		t.Fatal("40 callbacks at once were never rate-limited")
+	}
+}
+
+// from is an HTTP client whose connections come from the loopback address
+// ip (all of 127.0.0.0/8 is local on Linux): another client address.
+func from(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// TestConsole_JunkCallbacksDoNotLockOperatorsOut: junk sign-in callbacks
+// and starts — from one address, far past its own limit, and from ten
+// more addresses — are cut off per address and spend nothing of the global
+// bucket without a state cookie, so an operator elsewhere still signs in.
+// (Before, one junk callback every 2 s kept the global bucket empty.)
+func TestConsole_JunkCallbacksDoNotLockOperatorsOut(t *testing.T) {
+	h := startHarness(t)
+	get := func(c *http.Client, path string) int {
+		t.Helper()
+		res, err := c.Get(h.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	flood := from("127.0.0.2")
+	limited := 0
+	for range 60 {
+		if get(flood, console.CallbackPath+"?code=x&state=y") == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited < 40 {
+		t.Fatalf("one address's 60 junk callbacks: %d refused 429, want the address limited", limited)
+	}
+	for i := 3; i < 13; i++ {
+		c := from(fmt.Sprintf("127.0.0.%d", i))
+		for range 10 {
+			if st := get(c, console.CallbackPath+"?code=x&state=y"); st != http.StatusBadRequest {
+				t.Fatalf("a junk callback within its address's limit: %d, want 400", st)
+			}
+		}
+	}
+	for range 20 {
+		get(flood, "/operator/signin")
+	}
+	if op, status, page := h.signIn(context.Background(), "alice"); status != http.StatusSeeOther || op.cookie == "" {
+		t.Fatalf("an operator's sign-in after the flood: %d %s", status, page)
 	}
 }
 

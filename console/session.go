@@ -133,6 +133,10 @@ func clearCookie(w http.ResponseWriter, name string) {
 // answer is a same-origin page linking to the provider, since the pinned
 // form-action 'self' blocks a cross-origin redirect from a form.
 func (c *Console) serveSignin(w http.ResponseWriter, r *http.Request) {
+	if !c.starts.allow(r.RemoteAddr) || !c.limit.allow(callbackReserve) {
+		c.tooMany(w, r)
+		return
+	}
 	o := c.oidcConfig()
 	if o == nil {
 		c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
@@ -157,11 +161,13 @@ func (c *Console) serveSignin(w http.ResponseWriter, r *http.Request) {
 // serveCallback finishes a sign-in: state from the cookie, code exchange
 // with the verifier, ID token (signature, issuer, audience, expiry, nonce),
 // claims from the userinfo endpoint, then the operators rule. Callbacks are
-// rate-limited; each refusal is a clear page and creates nothing.
+// rate-limited per client address first; a callback spends a token of the
+// global bucket only once its state cookie checks pass (a junk callback costs
+// nothing but its address's budget), and may use the reserve sign-in starts
+// leave. Each refusal is a clear page and creates nothing.
 func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
-	if !c.limit.allow() {
-		w.Header().Set("Retry-After", "3")
-		c.fail(w, r, http.StatusTooManyRequests, "Too many sign-in attempts", "Too many sign-in callbacks arrived at once. Wait a few seconds and sign in again.")
+	if !c.callbacks.allow(r.RemoteAddr) {
+		c.tooMany(w, r)
 		return
 	}
 	o := c.oidcConfig()
@@ -186,6 +192,10 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(parts) != 3 || subtle.ConstantTimeCompare([]byte(parts[0]), []byte(q.Get("state"))) != 1 || q.Get("code") == "" {
 		c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "This sign-in link is stale or was not started in this browser. Sign in again.")
+		return
+	}
+	if !c.limit.allow(0) {
+		c.tooMany(w, r)
 		return
 	}
 	p, err := c.provider(r.Context(), o)
@@ -274,6 +284,12 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+}
+
+// tooMany is the rate limit's answer.
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "3")
+	c.fail(w, r, http.StatusTooManyRequests, "Too many sign-in attempts", "Too many sign-in attempts arrived at once. Wait a few seconds and sign in again.")
 }
 
 // serveSignout ends the session in the store, so the cookie is refused on

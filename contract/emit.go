@@ -18,8 +18,7 @@ import (
 const emitHint = `pass { type: "text", text } or { type: "image" | "audio", data /* base64 */, mimeType }`
 
 // emitFields are the exact keys of each block type, in the order the
-// refusal names them; nil for an unknown type. (A function, not a map
-// variable: package maps are built by init in every sandbox child.)
+// refusal names them; nil for an unknown type.
 func emitFields(typ string) []string {
 	switch typ {
 	case "text":

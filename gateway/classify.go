@@ -8,9 +8,9 @@ import (
 	"io/fs"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/gateway/validate"
@@ -32,38 +32,18 @@ type failure struct {
 	component         string // unavailable details: "store" when the store failed
 	status            int    // HTTP status when one was seen
 	missingCredential bool
-	oauth             bool // the OAuth layer refused (its message says why)
+	oauth             bool   // the OAuth layer refused (its message says why)
+	scope             string // a 403 insufficient_scope: the scope the downstream asked for
 }
 
 func (f *failure) Error() string { return string(f.code) + ": " + f.message }
 
-// looksRetryable is the original message heuristic
-// /timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504/i;
-// it applies only to connector_call_failed prose a downstream wrote, never to
-// refusals connecta frames itself (E7). Hand-written so that no regexp is
-// compiled at package init (every sandbox child runs every init).
-func looksRetryable(text string) bool {
-	lower := strings.ToLower(text)
-	for _, needle := range []string{"timeout", "timed out", "econnreset", "econnrefused", "temporar", "429", "502", "503", "504"} {
-		if strings.Contains(lower, needle) {
-			return true
-		}
-	}
-	for i := 0; ; {
-		j := strings.Index(lower[i:], "rate")
-		if j < 0 {
-			return false
-		}
-		rest := lower[i+j+4:]
-		if strings.HasPrefix(rest, "limit") {
-			return true
-		}
-		if _, size := utf8.DecodeRuneInString(rest); size > 0 && strings.HasPrefix(rest[size:], "limit") {
-			return true
-		}
-		i += j + 1
-	}
-}
+// retryableText is the original message heuristic; it applies only to
+// connector_call_failed prose a downstream wrote, never to refusals
+// connecta frames itself (E7).
+var retryableText = regexp.MustCompile(`(?i)timeout|timed out|econnreset|econnrefused|temporar|rate.?limit|429|502|503|504`)
+
+func looksRetryable(text string) bool { return retryableText.MatchString(text) }
 
 // JSON-RPC error codes the classification reads.
 const (
@@ -104,7 +84,7 @@ func (c *connector) classify(ctx context.Context, err error, ex rawmcp.ExchangeS
 		st := ex.Status
 		switch {
 		case st == http.StatusUnauthorized || st == http.StatusForbidden:
-			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st)}
+			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st), scope: jstext.Clamp(ex.Scope, MaxDownstreamTextBytes)}
 		case st == http.StatusTooManyRequests:
 			// The downstream's own limit: its Retry-After, else the rule's hint.
 			ms, ok := parseRetryAfter(ex.RetryAfter, c.g.now())
@@ -217,6 +197,8 @@ func (c *connector) authError(f *failure, operation string) *Error {
 		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }): the person opens the link it returns in a browser signed in to connecta (its /me page) as themselves.", strings.TrimSuffix(f.message, "."), id)
 	case f.oauth:
 		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
+	case c.spec.OAuth && f.scope != "":
+		msg = fmt.Sprintf("Connector %q needs the OAuth scope %s, which its grant lacks (403 insufficient_scope). Call authorize_connector({ connector: %q }): it asks for the granted scopes and this one.", id, quote(f.scope), id)
 	case c.spec.OAuth:
 		msg = fmt.Sprintf("Connector %q refused the OAuth access token (%s) even after a refresh. Call authorize_connector({ connector: %q }).", id, f.message, id)
 	case f.missingCredential && c.spec.PerCaller && c.spec.Credential != nil:

@@ -51,6 +51,7 @@ type connector struct {
 	gate     *callGate   // downstream call admission (calladmission.go)
 	pin      string      // PinOff, PinWarn or PinQuarantine
 	stderr   *tailBuffer // stdio only: redacted on read
+	red      *redactor   // every downstream text the model or operator reads
 
 	connTok chan struct{} // one connect at a time
 
@@ -62,6 +63,7 @@ type connector struct {
 	lastExit time.Time          // when the last stdio process ended or failed to start
 	proc     *stdioshim.Process // the last stdio process started
 	cat      catalogState
+	proto    string // protocol version negotiated at the last connect
 	// refresh is the one catalog refresh in flight; waiters share its
 	// outcome (golang.org/x/sync/singleflight).
 	refresh singleflight.Group
@@ -83,12 +85,61 @@ type healthState struct {
 	consecutive              int
 }
 
-// liveSession is one connected MCP session.
+// liveSession is one connected MCP session (under 2026-07-28 a connection
+// without session state).
 type liveSession struct {
 	cs     *mcp.ClientSession
 	server *mcp.ServerSession // in-process only
 	proc   *stdioshim.Process // stdio only
 	dead   atomic.Bool
+	// listed: a catalog refresh has listed on this connection (catalogSession).
+	listed atomic.Bool
+
+	// A retired connection closes when its last call ends (retire).
+	useMu    sync.Mutex
+	users    int
+	retiring bool
+}
+
+// stateless reports whether the version is one without sessions.
+func stateless(version string) bool { return version >= statelessProtocolVersion }
+
+// use counts a call on ls; false once ls is retiring (take another).
+func (ls *liveSession) use() bool {
+	ls.useMu.Lock()
+	defer ls.useMu.Unlock()
+	if ls.retiring {
+		return false
+	}
+	ls.users++
+	return true
+}
+
+// done ends a call counted by use, closing a retired connection after its
+// last call. A nil ls is nothing to end.
+func (ls *liveSession) done(g *Gateway) {
+	if ls == nil {
+		return
+	}
+	ls.useMu.Lock()
+	ls.users--
+	last := ls.retiring && ls.users == 0
+	ls.useMu.Unlock()
+	if last {
+		g.closeLater(ls)
+	}
+}
+
+// retire stops new calls on ls and closes it once the calls on it end.
+func (ls *liveSession) retire(g *Gateway) {
+	ls.useMu.Lock()
+	first := !ls.retiring
+	ls.retiring = true
+	idle := ls.users == 0
+	ls.useMu.Unlock()
+	if first && idle {
+		g.closeLater(ls)
+	}
 }
 
 func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
@@ -105,6 +156,7 @@ func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, 
 		logger:   g.logger.With("connector", spec.ID),
 		readOnly: setOf(spec.ReadOnly),
 		approval: setOf(spec.ApprovalRequired),
+		red:      newRedactor(spec.Secrets),
 		connTok:  make(chan struct{}, 1),
 		pin:      spec.CatalogPin,
 	}
@@ -131,6 +183,11 @@ func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, 
 		if g.opts.HTTPClient != nil && g.opts.HTTPClient.Transport != nil {
 			base = g.opts.HTTPClient.Transport
 		}
+		obs := &observingTransport{base: base, red: c.red}
+		if spec.Credential != nil {
+			obs.also = spec.Credential.Header
+		}
+		base = obs
 		if spec.OAuth {
 			if g.opts.OAuth == nil {
 				return nil, fmt.Errorf("oauth is set but the gateway has no OAuth transport")
@@ -153,7 +210,7 @@ func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, 
 	if len(spec.Command) > 0 {
 		kinds++
 		c.kind = kindStdio
-		c.stderr = newTailBuffer(StderrTailBytes, spec.Secrets)
+		c.stderr = newTailBuffer(StderrTailBytes, c.red)
 	}
 	if spec.Credential != nil && spec.URL == "" {
 		return nil, fmt.Errorf("credential applies only to url connectors")
@@ -303,7 +360,16 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 	if c.kind != kindHTTP { // HTTP results are captured by the round tripper (rawmcp.Sniff)
 		transport = rawmcp.Transport(transport)
 	}
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	// auto tries 2026-07-28 first; a scoped session (P4) of a downstream
+	// already known to speak a session protocol goes straight to initialize.
+	version := statelessProtocolVersion
+	c.mu.Lock()
+	known := c.proto
+	c.mu.Unlock()
+	if c.spec.LegacyVersion || (scoped && known != "" && !stateless(known)) {
+		version = mcpProtocolVersion
+	}
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		if ls.server != nil {
 			_ = ls.server.Close()
@@ -318,7 +384,43 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 		return nil, err
 	}
 	ls.cs = cs
+	if ir := cs.InitializeResult(); ir != nil {
+		c.mu.Lock()
+		c.proto = ir.ProtocolVersion
+		c.mu.Unlock()
+	}
 	return ls, nil
+}
+
+// isStateless reports whether the connector's downstream last negotiated a
+// version without sessions.
+func (c *connector) isStateless() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return stateless(c.proto)
+}
+
+// catalogSession is the connection a catalog refresh lists on. Under
+// 2026-07-28 an HTTP connector's refresh starts from a fresh connection
+// (its one server/discover learns the server's version and capabilities
+// again, and the SDK's own list cache starts empty); that connection then
+// serves every call until the next refresh, and the previous one closes
+// once its calls end. A connection a call opened since the last refresh is
+// used as it is: it has just discovered. Session protocols, stdio and the
+// in-process server keep their one session.
+func (c *connector) catalogSession(ctx context.Context) (*liveSession, error) {
+	for {
+		ls, err := c.session(ctx)
+		if err != nil || c.kind != kindHTTP || !c.isStateless() || !ls.listed.Swap(true) {
+			return ls, err
+		}
+		c.mu.Lock()
+		if c.sess == ls {
+			c.sess = nil
+		}
+		c.mu.Unlock()
+		ls.retire(c.g)
+	}
 }
 
 // watch ends when the session does (server exit, transport failure, close)
@@ -335,6 +437,13 @@ func (c *connector) watch(ls *liveSession) {
 		c.sess = nil
 	}
 	closed := c.closed
+	ls.useMu.Lock()
+	retired := ls.retiring
+	ls.useMu.Unlock()
+	if retired { // replaced at a catalog refresh (catalogSession)
+		c.mu.Unlock()
+		return
+	}
 	if c.kind == kindStdio && !closed {
 		c.crashes++
 		c.lastExit = c.g.now()
@@ -447,6 +556,7 @@ func (c *connector) healthSnapshot() ConnectorHealth {
 		LastFailure:         c.health.lastFailure,
 		LastErrorCode:       string(c.health.lastCode),
 		ConsecutiveFailures: c.health.consecutive,
+		ProtocolVersion:     c.proto,
 	}
 	if c.starts > 1 {
 		h.Restarts = c.starts - 1

@@ -48,6 +48,11 @@ type ConnectorSpec struct {
 	// downstream session instead of opening its own (P4, scoped.go).
 	SharedSession bool
 
+	// LegacyVersion (versionNegotiation: legacy) pins the session protocols:
+	// no server/discover, initialize from 2025-11-25 down. Otherwise
+	// (auto) 2026-07-28 is tried first.
+	LegacyVersion bool
+
 	// Operator classification of tools the downstream leaves unannotated:
 	// ReadOnly makes a tool callable without approval, ApprovalRequired
 	// forces approval (and wins when a tool is in both lists: fail closed).
@@ -203,7 +208,8 @@ type ConnectorHealth struct {
 	CatalogFetchedAt    time.Time `json:"catalogFetchedAt,omitzero"`
 	CatalogQuarantined  int       `json:"catalogQuarantined,omitempty"` // listed tools hidden until approved
 	CatalogPin          string    `json:"catalogPin"`
-	Restarts            int       `json:"restarts,omitempty"` // stdio processes started after the first
+	Restarts            int       `json:"restarts,omitempty"`        // stdio processes started after the first
+	ProtocolVersion     string    `json:"protocolVersion,omitempty"` // negotiated with the downstream at the last connect
 }
 
 // New builds the registry. No downstream is contacted until first use; the

@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -23,11 +26,10 @@ type stdioExited struct{ how string }
 
 func (e *stdioExited) Error() string { return "the stdio server exited (" + e.how + ")" }
 
-// startStdio starts the connector's command through the shim. The path is
-// looked up in connecta's own PATH (the child's environment is explicit and
-// often has none), as exec.Command would.
+// startStdio starts the connector's command through the shim, its program
+// resolved by commandPath.
 func (c *connector) startStdio(ctx context.Context) (*stdioshim.Process, error) {
-	path, err := exec.LookPath(c.spec.Command[0])
+	path, err := commandPath(c.spec.Command[0], c.spec.Env)
 	if err != nil {
 		return nil, &stdioshim.StartError{Reason: err.Error()}
 	}
@@ -49,6 +51,30 @@ func (c *connector) startStdio(ctx context.Context) (*stdioshim.Process, error) 
 		c.logger.Info("stdio server restarted", "restarts", starts-1)
 	}
 	return proc, nil
+}
+
+// commandPath resolves a command's program as the child will run it: a
+// name without a slash through the connector's env.PATH when it sets one
+// (the program the operator's PATH names, not one that happens to be first
+// in connecta's), else through connecta's own PATH (the child's environment
+// is explicit and often has none), as exec.Command would. Only absolute
+// env.PATH entries are searched: an empty or relative one would mean
+// connecta's working directory.
+func commandPath(name string, env map[string]string) (string, error) {
+	dirs, ok := env["PATH"]
+	if !ok || strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(dirs) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec: %q: executable file not found in the connector's env.PATH", name)
 }
 
 // exitOf waits up to stdioExitWait for the last stdio process to end and
@@ -96,33 +122,23 @@ func (w procConn) Close() error {
 // is left to that.
 func stdioReader(p *stdioshim.Process) io.ReadCloser { return io.NopCloser(p.Stdout()) }
 
-// redactedMark replaces a secret value in a stderr tail.
-const redactedMark = "[redacted]"
-
 // tailBuffer keeps the last max bytes written (a stdio server's stderr);
 // exec's copier goroutine drains the pipe into it continuously. It keeps
 // enough extra bytes that a secret cut by the window's start is still
-// recognised and redacted.
+// recognised and redacted (by the connector's redactor).
 type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	keep    int
-	secrets []string // longest first
-	buf     []byte
+	mu   sync.Mutex
+	max  int
+	keep int
+	red  *redactor
+	buf  []byte
 }
 
-func newTailBuffer(limit int, secrets []string) *tailBuffer {
-	t := &tailBuffer{max: limit, keep: limit}
-	for _, s := range secrets {
-		if s != "" {
-			t.secrets = append(t.secrets, s)
-			// Any occurrence that overlaps the last limit bytes lies
-			// wholly inside the last limit+len(s).
-			t.keep = max(t.keep, limit+len(s))
-		}
-	}
-	sort.Slice(t.secrets, func(i, j int) bool { return len(t.secrets[i]) > len(t.secrets[j]) })
-	return t
+func newTailBuffer(limit int, red *redactor) *tailBuffer {
+	// Any occurrence that overlaps the last limit bytes lies wholly inside
+	// the last limit+len(form). A stdio server is sent no headers, so the
+	// redactor's forms are fixed.
+	return &tailBuffer{max: limit, keep: limit + red.longest, red: red}
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
@@ -147,9 +163,7 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	s := string(t.buf)
 	t.mu.Unlock()
-	for _, secret := range t.secrets {
-		s = strings.ReplaceAll(s, secret, redactedMark)
-	}
+	s = t.red.Redact(s)
 	if len(s) > t.max {
 		s = s[len(s)-t.max:]
 		for len(s) > 0 && !utf8.RuneStart(s[0]) {

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,31 @@ func TestStdio_MissingCommandIsUnavailable(t *testing.T) {
 	}
 }
 
+// A command without a slash resolves through the connector's env.PATH when
+// it sets one: a program only there starts, and a program only in
+// connecta's PATH (sh) does not.
+func TestStdio_CommandResolvesThroughTheConnectorsPATH(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(self, filepath.Join(dir, "connecta-test-stdio")); err != nil {
+		t.Fatal(err)
+	}
+	env := newTestGateway(t, 10*time.Second,
+		ConnectorSpec{ID: "s", Command: []string{"connecta-test-stdio", stdioServerArg}, Env: map[string]string{"PATH": "relative:" + dir}},
+		ConnectorSpec{ID: "t", Command: []string{"sh", "-c", "exit 0"}, Env: map[string]string{"PATH": dir}})
+	if _, gerr := env.call(t, "s.read_items", "", false); gerr != nil {
+		t.Fatalf("a program on the connector's PATH: %s", errJSON(t, gerr))
+	}
+	_, err = env.g.Tools(context.Background(), "t")
+	gerr, _ := err.(*Error)
+	if gerr == nil || !strings.Contains(gerr.Message, "not found in the connector's env.PATH") {
+		t.Fatalf("a program only on connecta's PATH: %v", err)
+	}
+}
+
 // A server that writes to stderr and exits: the caller sees the exit
 // status only; the operator's tail has the stderr with the secret redacted.
 func TestStdio_StderrThenExitShowsStatusToCallerAndTailToOperator(t *testing.T) {
@@ -81,13 +108,13 @@ func TestStdio_StderrThenExitShowsStatusToCallerAndTailToOperator(t *testing.T) 
 
 func TestTailBuffer_KeepsLastBytesAndRedactsAcrossTheWindow(t *testing.T) {
 	const secret = "ABCDEFGHIJ"
-	tb := newTailBuffer(16, []string{secret})
+	tb := newTailBuffer(16, newRedactor([]string{secret}))
 	_, _ = tb.Write([]byte("xxxxxxxxxxxxxxxxxxxx" + secret + "-tail"))
 	got := tb.String()
 	if strings.Contains(got, "ABC") || strings.Contains(got, "HIJ") || len(got) > 16 || !strings.HasSuffix(got, "-tail") {
 		t.Fatalf("tail %q", got)
 	}
-	tb2 := newTailBuffer(8, nil)
+	tb2 := newTailBuffer(8, newRedactor(nil))
 	for i := 0; i < 100; i++ {
 		_, _ = tb2.Write([]byte("0123456789"))
 	}

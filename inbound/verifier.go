@@ -47,6 +47,9 @@ type VerifierOptions struct {
 	Audience  string // {publicUrl}/mcp
 	Callers   config.Rule
 	Operators *config.Rule
+	// Scopes are advertised (scopes_supported, the challenge's scope=);
+	// tokens are not checked against them.
+	Scopes []string
 	// HTTPClient fetches discovery and keys (nil: a client with a 10 s timeout).
 	HTTPClient         *http.Client
 	ClockSkew          time.Duration // 0: DefaultClockSkew
@@ -66,6 +69,7 @@ type Verifier struct {
 	issuer, audience string
 	callers          config.Rule
 	operators        *config.Rule
+	scopes           []string
 	skew             time.Duration
 	now              func() time.Time
 	log              *slog.Logger
@@ -83,7 +87,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if !o.Callers.Any && len(o.Callers.Emails) == 0 && o.Callers.Claim == nil {
 		return nil, errors.New("inbound: a callers rule is required")
 	}
-	v := &Verifier{issuer: o.Issuer, audience: o.Audience, callers: o.Callers, operators: o.Operators,
+	v := &Verifier{issuer: o.Issuer, audience: o.Audience, callers: o.Callers, operators: o.Operators, scopes: o.Scopes,
 		skew: o.ClockSkew, now: o.Now, log: o.Logger}
 	if v.skew <= 0 {
 		v.skew = DefaultClockSkew
@@ -184,16 +188,10 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Caller, *Rejection) 
 	if idt.Claims(&c) != nil || idt.Claims(&all) != nil {
 		return Caller{}, unauthorized(ReasonInvalidToken, "The access token's claims do not decode.")
 	}
-	now := v.now()
-	switch {
-	case c.Expiry == nil:
-		return Caller{}, unauthorized(ReasonInvalidToken, "The access token has no expiry (exp).")
-	case now.After(unix(*c.Expiry).Add(v.skew)):
-		return Caller{}, unauthorized(ReasonExpired, "The access token expired; get a new one from the identity provider.")
-	case c.NotBefore != nil && unix(*c.NotBefore).After(now.Add(v.skew)),
-		c.IssuedAt != nil && unix(*c.IssuedAt).After(now.Add(v.skew)):
-		return Caller{}, unauthorized(ReasonNotYetValid, "The access token is not valid yet (nbf or iat is in the future); check the clocks.")
-	case c.Subject == "":
+	if rej := c.checkTimes(v.now(), v.skew); rej != nil {
+		return Caller{}, rej
+	}
+	if c.Subject == "" {
 		return Caller{}, unauthorized(ReasonInvalidToken, "The access token names no subject (sub).")
 	}
 	if !MatchRule(v.callers, all) {
@@ -216,7 +214,34 @@ func Expiry(claims map[string]any) time.Time {
 	return time.Time{}
 }
 
-func unix(f float64) time.Time { return time.Unix(int64(f), 0) }
+// checkTimes applies exp, nbf and iat at now, with skew either way. A time
+// outside years 1–9999 is refused, not converted: int64(1e300) is undefined
+// and came out as the far past, so an nbf of 1e300 passed.
+func (c claims) checkTimes(now time.Time, skew time.Duration) *Rejection {
+	for _, f := range []*float64{c.Expiry, c.NotBefore, c.IssuedAt} {
+		if f != nil && !(*f >= -maxUnixSeconds && *f <= maxUnixSeconds) {
+			return unauthorized(ReasonInvalidToken, "The access token's exp, nbf or iat is out of range.")
+		}
+	}
+	switch {
+	case c.Expiry == nil:
+		return unauthorized(ReasonInvalidToken, "The access token has no expiry (exp).")
+	case now.After(unix(*c.Expiry).Add(skew)):
+		return unauthorized(ReasonExpired, "The access token expired; get a new one from the identity provider.")
+	case c.NotBefore != nil && unix(*c.NotBefore).After(now.Add(skew)),
+		c.IssuedAt != nil && unix(*c.IssuedAt).After(now.Add(skew)):
+		return unauthorized(ReasonNotYetValid, "The access token is not valid yet (nbf or iat is in the future); check the clocks.")
+	}
+	return nil
+}
+
+// maxUnixSeconds is 9999-12-31T23:59:59Z, past any real token's times.
+const maxUnixSeconds = 253402300799
+
+// unix is f seconds as a time, f within ±maxUnixSeconds (checkTimes).
+func unix(f float64) time.Time {
+	return time.Unix(int64(max(-maxUnixSeconds, min(f, maxUnixSeconds))), 0)
+}
 
 // MatchRule reports whether claims satisfy a callers/operators rule: any;
 // emails (the email claim, case-insensitive, only with email_verified

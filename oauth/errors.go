@@ -53,6 +53,9 @@ func storeFailed(op string, err error) *Error {
 // failure (refused, reset, timeout, DNS) is unavailable; anything else is
 // what the server said, which a human must look at: auth_required.
 func reachFailed(what, rawURL string, err error) *Error {
+	if e := refusedLocal(what, rawURL, err); e != nil {
+		return e
+	}
 	var nerr net.Error
 	var uerr *url.Error
 	var operr *net.OpError

@@ -28,7 +28,14 @@ type Status struct {
 	ExpiresAt        time.Time
 	Instructions     string
 	Message          string
+	// Reason says why authorization is required again: ReasonInsufficientScope
+	// for a step-up; "" otherwise.
+	Reason string
 }
+
+// ReasonInsufficientScope: the downstream refused the grant's scopes (403
+// insufficient_scope) and asks for more.
+const ReasonInsufficientScope = "insufficient_scope"
 
 // Pinned statuses.
 const (
@@ -86,6 +93,18 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	if gerr != nil {
 		return nil, gerr
 	}
+	var extra []string // step-up: scopes beyond the grant's
+	if g != nil {
+		if extra = m.missingScopes(id, g); len(extra) > 0 {
+			if !who.Operator && !c.PerCaller {
+				// Replacing the team's working grant stays an operator's act
+				// (a person's own grant is theirs to step up).
+				return &Status{Connector: id, Status: StatusAuthorizationRequired, Reason: ReasonInsufficientScope,
+					Message: fmt.Sprintf("Connector %q needs the scope %s, which the team's grant lacks: an operator must call authorize_connector({ connector: %q }) to sign in again with it.", id, strings.Join(extra, " "), id)}, nil
+			}
+			force = true
+		}
+	}
 	if g != nil && !force && c.PerCaller {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is connected to your own account; retry the call. To connect again, call authorize_connector with force: true.", id)}, nil
@@ -104,21 +123,34 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 		return nil, storeFailed("lock the flow", err)
 	}
 	defer unlock()
-	if !force {
+	if !force || len(extra) > 0 {
 		var f flow
 		ok, ferr := m.load(ctx, id, o.name(nameFlow), &f)
 		if ferr != nil {
 			return nil, ferr
 		}
-		if ok && m.now().Before(f.ExpiresAt) {
-			return m.pendingStatus(c, &f, StatusPending), nil
+		// A step-up reuses a pending flow only when it asks for the scopes.
+		if ok && m.now().Before(f.ExpiresAt) && len(union(f.Scopes, extra)) == len(f.Scopes) {
+			st := m.pendingStatus(c, &f, StatusPending)
+			if len(extra) > 0 {
+				st.Reason = ReasonInsufficientScope
+			}
+			return st, nil
 		}
 	}
-	f, ferr := m.start(ctx, c, o, who)
+	var granted []string
+	if g != nil && len(extra) > 0 {
+		granted = union(g.Scopes, extra) // the union of granted and required
+	}
+	f, ferr := m.start(ctx, c, o, who, granted)
 	if ferr != nil {
 		return nil, ferr
 	}
-	return m.pendingStatus(c, f, StatusAuthorizationRequired), nil
+	st := m.pendingStatus(c, f, StatusAuthorizationRequired)
+	if len(extra) > 0 {
+		st.Reason = ReasonInsufficientScope
+	}
+	return st, nil
 }
 
 func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
@@ -140,7 +172,9 @@ func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
 
 // start discovers, identifies the client and seals a new flow (replacing
 // any pending one).
-func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller) (*flow, *Error) {
+// A step-up passes stepUp, the granted scopes with the required ones: the
+// flow asks for those besides what it would ask for anyway.
+func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, stepUp []string) (*flow, *Error) {
 	d, err := m.discover(ctx, c)
 	if err != nil {
 		return nil, err
@@ -153,6 +187,7 @@ func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller) 
 	if len(scopes) == 0 {
 		scopes = slices.Clone(d.scopes)
 	}
+	scopes = union(scopes, stepUp)
 	// SEP-2207: ask for offline_access when the server offers it, so that
 	// a refresh token comes with the grant.
 	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
@@ -277,7 +312,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	if code == "" {
 		return fail(http.StatusBadRequest, "The authorization server sent no code. Nothing was changed; ask for a new link.")
 	}
-	tok, err := f.config().Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.http), code,
+	tok, err := f.config().Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.tokenClient(ctx, id)), code,
 		oauth2.VerifierOption(f.Verifier), oauth2.SetAuthURLParam("resource", f.Resource))
 	if err == nil {
 		err = checkToken(tok)
@@ -355,6 +390,9 @@ func exchangeFailed(err error, tokenURL string) *Error {
 			msg += " (" + clip(re.ErrorCode) + ")"
 		} else if re.Response != nil {
 			msg += fmt.Sprintf(" (HTTP %d)", re.Response.StatusCode)
+		}
+		if re.Response != nil && re.Response.StatusCode >= 300 && re.Response.StatusCode <= 399 {
+			msg += ": token requests follow no redirect"
 		}
 		if re.Response != nil && re.Response.StatusCode >= 500 {
 			return &Error{Code: CodeUnavailable, Host: origin(tokenURL), Message: msg, err: err}

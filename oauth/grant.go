@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
 	"github.com/connecta-dev/connecta/actor"
@@ -149,7 +151,7 @@ func (m *Manager) refresh(ctx context.Context, o owner, stale string) (*grant, *
 		}
 		return nil, authRequired("Connector %q's access expired and the authorization server gave no refresh token: a person must sign in again", id)
 	}
-	tok, rerr := m.refreshGrant(ctx, g)
+	tok, rerr := m.refreshGrant(ctx, id, g)
 	if rerr == nil {
 		rerr = checkToken(tok)
 	}
@@ -191,7 +193,7 @@ func (m *Manager) refresh(ctx context.Context, o owner, stale string) (*grant, *
 // request). x/oauth2's TokenSource cannot add parameters to a refresh, so
 // the request is built here; failures have x/oauth2's shapes
 // (*oauth2.RetrieveError) so that one classification serves both.
-func (m *Manager) refreshGrant(ctx context.Context, g *grant) (*oauth2.Token, error) {
+func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth2.Token, error) {
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {g.RefreshToken}}
 	if g.Resource != "" {
 		form.Set("resource", g.Resource)
@@ -212,7 +214,7 @@ func (m *Manager) refreshGrant(ctx context.Context, g *grant) (*oauth2.Token, er
 	if basic {
 		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(g.ClientSecret))
 	}
-	res, err := m.http.Do(req)
+	res, err := m.tokenClient(ctx, id).Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +280,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	first := withToken(req, g.AccessToken)
 	res, rerr := t.base.RoundTrip(first)
+	if rerr == nil && res.StatusCode == http.StatusForbidden {
+		if sc := InsufficientScope(res.Header); len(sc) > 0 {
+			t.m.needScopes(t.o.id, sc)
+		}
+	}
 	if rerr != nil || res.StatusCode != http.StatusUnauthorized {
 		return res, rerr
 	}
@@ -345,7 +352,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, who actor.ID, by string
 			if tok.value == "" {
 				continue
 			}
-			if rerr := m.revokeToken(ctx, g, tok.value, tok.hint); rerr != nil {
+			if rerr := m.revokeToken(ctx, id, g, tok.value, tok.hint); rerr != nil {
 				return "", rerr
 			}
 		}
@@ -358,7 +365,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, who actor.ID, by string
 	return done, nil
 }
 
-func (m *Manager) revokeToken(ctx context.Context, g *grant, token, hint string) *Error {
+func (m *Manager) revokeToken(ctx context.Context, id string, g *grant, token, hint string) *Error {
 	form := url.Values{"token": {token}, "token_type_hint": {hint}}
 	if g.AuthStyle != oauth2.AuthStyleInHeader || g.ClientSecret == "" {
 		form.Set("client_id", g.ClientID)
@@ -374,7 +381,7 @@ func (m *Manager) revokeToken(ctx context.Context, g *grant, token, hint string)
 	if g.AuthStyle == oauth2.AuthStyleInHeader && g.ClientSecret != "" {
 		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(g.ClientSecret))
 	}
-	res, err := m.http.Do(req)
+	res, err := m.tokenClient(ctx, id).Do(req)
 	if err != nil {
 		return reachFailed("the revocation endpoint", g.RevocationURL, err)
 	}
@@ -406,4 +413,54 @@ func (m *Manager) Granted(ctx context.Context, id string, who actor.ID) (bool, *
 		return false, err
 	}
 	return g != nil, nil
+}
+
+// InsufficientScope returns the scopes of a Bearer error="insufficient_scope"
+// challenge (RFC 6750 §3.1: the step-up a 403 asks for), nil for any other.
+func InsufficientScope(h http.Header) []string {
+	chs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if err != nil {
+		return nil
+	}
+	for _, ch := range chs {
+		if ch.Scheme == "bearer" && ch.Params["error"] == "insufficient_scope" {
+			return strings.Fields(ch.Params["scope"])
+		}
+	}
+	return nil
+}
+
+// needScopes records scopes a downstream asked for beyond the grant.
+func (m *Manager) needScopes(id string, scopes []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stepUp[id] = union(m.stepUp[id], scopes)
+}
+
+// missingScopes is what the last step-up challenge asked for that g lacks;
+// none forgets the challenge.
+func (m *Manager) missingScopes(id string, g *grant) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var missing []string
+	for _, s := range m.stepUp[id] {
+		if !slices.Contains(g.Scopes, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		delete(m.stepUp, id)
+	}
+	return missing
+}
+
+// union is a followed by b's scopes not in a, in order.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -110,12 +110,17 @@ type Manager struct {
 	opts       Options
 	connectors atomic.Pointer[map[string]*Connector] // replaced whole by SetConnectors
 	http       *http.Client
+	token      tokenClients // token requests: no redirects, no local addresses (tokenclient.go)
 	log        *slog.Logger
 	now        func() time.Time
 	metrics    *metrics
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
+	// stepUp is, per connector, the scopes a downstream's 403
+	// insufficient_scope challenge asked for (this replica's memory: the
+	// next refusal says it again).
+	stepUp map[string][]string
 }
 
 // New validates the configuration. No server is contacted.
@@ -134,15 +139,17 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		opts.RefreshBefore = DefaultRefreshBefore
 	}
 	m := &Manager{
-		opts:  opts,
-		http:  opts.HTTPClient,
-		log:   opts.Logger,
-		now:   opts.Now,
-		cache: map[string]*grant{},
+		opts:   opts,
+		http:   opts.HTTPClient,
+		log:    opts.Logger,
+		now:    opts.Now,
+		cache:  map[string]*grant{},
+		stepUp: map[string][]string{},
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
 	}
+	m.token = newTokenClients(m.http)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}

@@ -2,8 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +23,11 @@ var (
 	errShuttingDown = errors.New("server shutting down")
 )
 
-// admission is the global FIFO request pool of docs/DECISIONS.md "Request
-// admission": internal/admission's queue with the server's refusals, /health
-// view and metrics. It is taken before authentication so an unauthenticated
-// flood cannot queue more work than an authenticated one.
+// admission is the global request pool of docs/DECISIONS.md "Request
+// admission" and "Fair request admission": internal/admission's queue with
+// the server's refusals, /health view and metrics. It is taken before
+// authentication so an unauthenticated flood cannot queue more work than an
+// authenticated one, and it is fair between callers, keyed by admissionKey.
 type admission struct {
 	q          *admissionq.Queue
 	retryAfter atomic.Int64 // time.Duration; a reload may change it
@@ -66,11 +72,12 @@ type admissionMetrics struct {
 	admitted  prometheus.Counter
 }
 
-func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration, reg prometheus.Registerer) (*admission, error) {
+func newAdmission(r RequestLimits, reg prometheus.Registerer) (*admission, error) {
 	a := &admission{
-		q: admissionq.New(admissionq.Options{Active: maxActive, MaxQueue: maxQueue, QueueTimeout: queueTimeout}),
+		q: admissionq.New(admissionq.Options{Active: r.MaxActive, MaxQueue: r.MaxQueue, QueueTimeout: r.QueueTimeout,
+			MaxActivePerKey: r.perCaller()}),
 	}
-	a.retryAfter.Store(int64(retryAfter))
+	a.retryAfter.Store(int64(r.RetryAfter))
 	if reg == nil {
 		return a, nil
 	}
@@ -106,11 +113,12 @@ func newAdmission(maxActive, maxQueue int, queueTimeout, retryAfter time.Duratio
 	return a, nil
 }
 
-// acquire returns a release function once a permit is held. It fails with
-// errOverloaded (queue full or wait timed out), errShuttingDown, or the
-// context's error when the caller gave up (a free cancel).
-func (a *admission) acquire(ctx context.Context) (release func(), err error) {
-	waited, err := a.q.Acquire(ctx)
+// acquire returns a release function once a permit is held for the caller
+// key names. It fails with errOverloaded (queue full or wait timed out),
+// errShuttingDown, or the context's error when the caller gave up (a free
+// cancel).
+func (a *admission) acquire(ctx context.Context, key string) (release func(), err error) {
+	waited, err := a.q.AcquireAs(ctx, key)
 	switch {
 	case err == nil:
 		if a.metrics != nil {
@@ -118,7 +126,7 @@ func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 			a.metrics.queueWait.Observe(waited.Seconds())
 		}
 		var once sync.Once
-		return func() { once.Do(a.q.Release) }, nil
+		return func() { once.Do(func() { a.q.ReleaseAs(key) }) }, nil
 	case errors.Is(err, admissionq.ErrClosed):
 		a.reject("shutting_down")
 		return nil, errShuttingDown
@@ -151,9 +159,37 @@ func (a *admission) reject(reason string) {
 func (a *admission) close() { a.q.Close() }
 
 // resize applies reloaded limits (see admissionq.Queue.Resize).
-func (a *admission) resize(maxActive, maxQueue int, queueTimeout, retryAfter time.Duration) {
-	a.q.Resize(maxActive, maxQueue, queueTimeout)
-	a.retryAfter.Store(int64(retryAfter))
+func (a *admission) resize(r RequestLimits) {
+	a.q.Resize(r.MaxActive, r.MaxQueue, r.QueueTimeout)
+	a.q.SetMaxActivePerKey(r.perCaller())
+	a.retryAfter.Store(int64(r.RetryAfter))
+}
+
+// perCaller is the per-caller permit cap: MaxActivePerCaller, by default
+// half of MaxActive rounded up (docs/DECISIONS.md "Fair request admission"),
+// at most MaxActive.
+func (r RequestLimits) perCaller() int {
+	if r.MaxActivePerCaller <= 0 {
+		return (r.MaxActive + 1) / 2
+	}
+	return min(r.MaxActivePerCaller, r.MaxActive)
+}
+
+// admissionKey names the caller of a request before authentication: a
+// hash of the credential it presents (every Authorization value), else its
+// peer address (the connection's, never a forwarded-for header). A caller
+// with a bad credential is still one caller; authentication refuses it
+// right after admission, before it can be slow with a body.
+func admissionKey(r *http.Request) string {
+	if v := r.Header.Values("Authorization"); len(v) > 0 {
+		sum := sha256.Sum256([]byte(strings.Join(v, "\n")))
+		return "credential:" + hex.EncodeToString(sum[:16])
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "peer:" + host
 }
 
 // activeCount reports permits in use (for draining).

@@ -37,15 +37,18 @@ const rpcInvalidRequest = -32600
 // batchMessage is the refusal's error message.
 const batchMessage = "JSON-RPC batches are not supported: send one request per HTTP request."
 
-// peekSize is how much of a body is read before admission: enough to find
-// its first non-blank byte in any sane request.
+// peekSize is how much of a body is read at a time before admission, while
+// looking for its first non-blank byte.
 const peekSize = 512
 
-// peekedBody replays the bytes read before admission, then the rest.
+// peekedBody replays the bytes read before admission, then the rest. The
+// JSON whitespace before the first value is dropped, not replayed: it means
+// nothing, and a body of blanks must not be held.
 type peekedBody struct {
-	head []byte
-	rest io.ReadCloser
-	eof  bool // the whole body is in head
+	head    []byte
+	rest    io.ReadCloser
+	eof     bool  // the whole body is in head
+	skipped int64 // leading blanks dropped, counted against the body limit
 }
 
 func (b *peekedBody) Read(p []byte) (int, error) {
@@ -78,7 +81,7 @@ func (s *Server) refuseBatches(next http.Handler) http.Handler {
 		}
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(lim.BodyTimeout))
-		head, eof, err := peekFirst(r.Body)
+		head, skipped, eof, err := peekFirst(r.Body, lim.MaxBodyBytes)
 		if eof {
 			_ = rc.SetReadDeadline(time.Time{}) // see the package comment above
 		}
@@ -86,44 +89,55 @@ func (s *Server) refuseBatches(next http.Handler) http.Handler {
 			s.bodyFailed(w, err, lim)
 			return
 		}
-		if first := firstNonBlank(head); first == '[' {
+		if len(head) > 0 && head[0] == '[' {
 			writeBatchRefusal(w)
 			return
 		}
-		r.Body = &peekedBody{head: head, rest: r.Body, eof: eof}
+		if r.ContentLength >= 0 {
+			r.ContentLength -= skipped
+		}
+		r.Body = &peekedBody{head: head, rest: r.Body, eof: eof, skipped: skipped}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// peekFirst reads until a non-blank byte, the end of the body, or peekSize.
-func peekFirst(body io.Reader) (head []byte, eof bool, err error) {
-	buf := make([]byte, 0, peekSize)
-	for len(buf) < cap(buf) {
-		n, err := body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, true, nil
+// peekFirst reads past the body's leading JSON whitespace, however much of
+// it there is up to limit (errBodyTooLarge beyond), and returns what it read
+// from the first non-blank byte on (empty at the end of a blank body), how
+// many blanks it dropped, and whether the body ended.
+func peekFirst(body io.Reader, limit int64) (head []byte, skipped int64, eof bool, err error) {
+	buf := make([]byte, peekSize)
+	for {
+		n, err := body.Read(buf)
+		blanks := int64(blankPrefix(buf[:n]))
+		skipped += blanks
+		if skipped > limit {
+			return nil, skipped, false, errBodyTooLarge
 		}
-		if err != nil {
-			return buf, false, err
+		if blanks < int64(n) {
+			head = buf[blanks:n]
 		}
-		if firstNonBlank(buf) != 0 {
-			break
+		switch {
+		case errors.Is(err, io.EOF):
+			return head, skipped, true, nil
+		case err != nil:
+			return nil, skipped, false, err
+		case head != nil:
+			return head, skipped, false, nil
 		}
 	}
-	return buf, false, nil
 }
 
-// firstNonBlank is the first byte that is not JSON whitespace, 0 if none.
-func firstNonBlank(b []byte) byte {
-	for _, c := range b {
+// blankPrefix is how many of b's first bytes are JSON whitespace.
+func blankPrefix(b []byte) int {
+	for i, c := range b {
 		switch c {
 		case ' ', '\t', '\r', '\n':
 		default:
-			return c
+			return i
 		}
 	}
-	return 0
+	return len(b)
 }
 
 // bodyRead runs once the request holds a permit: the rest of the body must
@@ -143,7 +157,7 @@ func (s *Server) bodyRead(next http.Handler) http.Handler {
 			rc := http.NewResponseController(w)
 			_ = rc.SetReadDeadline(time.Now().Add(lim.BodyTimeout))
 			var err error
-			body, err = readBody(pb, r.ContentLength, lim.MaxBodyBytes)
+			body, err = readBody(pb, r.ContentLength, lim.MaxBodyBytes-pb.skipped)
 			_ = rc.SetReadDeadline(time.Time{}) // see the package comment above
 			if err != nil {
 				s.bodyFailed(w, err, lim)

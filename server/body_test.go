@@ -79,16 +79,47 @@ func TestBatch_RefusedBeforeAdmissionForEveryVersion(t *testing.T) {
 	}
 }
 
+// A batch is a batch however much JSON whitespace comes before its '[':
+// 600 blanks (past one peek) or a megabyte of them are skipped, up to the
+// body limit; a single request behind the same blanks is served.
+func TestBatch_RefusedBehindAnyAmountOfWhitespace(t *testing.T) {
+	h := newHarness(t, harnessOptions{code: withCode})
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"async () => 1"}}}`
+	executed := sharedPool(t).Snapshot().Totals.Admitted
+	for _, blanks := range []string{strings.Repeat(" ", 600), strings.Repeat(" \t\r\n", 1<<18)} {
+		status, body := postMCP(t, h.url, blanks+"["+call+","+call+"]", nil)
+		if status != http.StatusBadRequest || !strings.Contains(body, "-32600") {
+			t.Fatalf("%d blanks: status %d %.200s", len(blanks), status, body)
+		}
+	}
+	if after := sharedPool(t).Snapshot().Totals.Admitted; after != executed {
+		t.Fatalf("the executor admitted %d programs from a batch", after-executed)
+	}
+	status, body := postMCP(t, h.url, strings.Repeat("\n ", 5000)+call, nil)
+	if status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a single request behind blanks: status %d %.300s", status, body)
+	}
+}
+
 // trickle opens a raw connection that declares a body and sends it one byte
 // per interval; it returns the status line it got (or the error).
 func trickle(addr string, every time.Duration, stop <-chan struct{}) string {
+	return trickleAs(addr, "", every, stop)
+}
+
+// trickleAs is trickle with a bearer token ("" for none).
+func trickleAs(addr, token string, every time.Duration, stop <-chan struct{}) string {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err.Error()
 	}
 	defer c.Close()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
-	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", addr, len(body)+1000)
+	auth := ""
+	if token != "" {
+		auth = "Authorization: Bearer " + token + "\r\n"
+	}
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", addr, auth, len(body)+1000)
 	got := make(chan string, 1)
 	go func() {
 		line, err := bufio.NewReader(c).ReadString('\n')
@@ -147,6 +178,40 @@ func TestBodyTimeout_TricklersEnd408AndANormalCallerGetsThrough(t *testing.T) {
 	for i, r := range results {
 		if !strings.Contains(r, " 408 ") {
 			t.Errorf("trickler %d ended %q, want 408", i, r)
+		}
+	}
+}
+
+// Fair request admission: 64 slow senders of one token — every permit held,
+// the queue full of them — do not starve another caller. Its requests take
+// the place of the flood's newest waiters and get the next permits (the
+// flood is capped at half of maxActive while both wait). Before, every
+// request of the other caller was refused 503.
+func TestFairAdmission_SixtyFourSlowSendersOfOneTokenDoNotStarveAnother(t *testing.T) {
+	const slow, other = "slow-sender-token-0123456789", "other-caller-token-0123456789"
+	h := newHarness(t, harnessOptions{
+		tokens:   []server.Token{{Name: "flood", Value: slow}, {Name: "other", Value: other}},
+		requests: server.RequestLimits{MaxActive: 16, MaxQueue: 32, QueueTimeout: 5 * time.Second, BodyTimeout: 700 * time.Millisecond},
+	})
+	addr := strings.TrimPrefix(h.url, "http://")
+	stop := make(chan struct{})
+	defer close(stop)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range 64 {
+		wg.Go(func() { trickleAs(addr, slow, 50*time.Millisecond, stop) })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a := h.srv.Health().Admission.Requests; a.Active < 16 || a.Queued < 32; a = h.srv.Health().Admission.Requests {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood holds %d permits and %d places", a.Active, a.Queued)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cs := h.connect(t, other)
+	for range 3 {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "skills", Arguments: map[string]any{}}); err != nil {
+			t.Fatalf("the other caller: %v", err)
 		}
 	}
 }

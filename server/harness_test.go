@@ -274,7 +274,7 @@ func harnessConfig(t testing.TB, o harnessOptions, downURL string) *config.Confi
 	for _, f := range []struct {
 		key string
 		v   int64
-	}{{"maxActive", int64(r.MaxActive)}, {"queueTimeoutMs", r.QueueTimeout.Milliseconds()}, {"retryAfterMs", r.RetryAfter.Milliseconds()},
+	}{{"maxActive", int64(r.MaxActive)}, {"maxActivePerCaller", int64(r.MaxActivePerCaller)}, {"queueTimeoutMs", r.QueueTimeout.Milliseconds()}, {"retryAfterMs", r.RetryAfter.Milliseconds()},
 		{"maxBodyBytes", r.MaxBodyBytes}, {"bodyTimeoutMs", r.BodyTimeout.Milliseconds()}} {
 		if f.v > 0 {
 			fmt.Fprintf(&y, "  %s: %d\n", f.key, f.v)

@@ -21,6 +21,7 @@ import (
 	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // requestInfo travels with one HTTP request (or one stdio tool call).
@@ -84,7 +85,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/me", s.opts.Operator) // a person's own connections: the same console and sign-in
 		mux.Handle("/me/", s.opts.Operator)
 	}
-	return s.logged(securityHeaders(mux))
+	return s.logged(securityHeaders(s.hostChecked(mux)))
 }
 
 func (s *Server) metricsEndpoint() http.Handler {
@@ -95,7 +96,7 @@ func (s *Server) metricsEndpoint() http.Handler {
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.metricsEndpoint())
-	return securityHeaders(mux)
+	return securityHeaders(s.hostChecked(mux))
 }
 
 // HTTPServer returns an http.Server for the handler with timeouts sized so
@@ -138,10 +139,11 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // admitted takes a request permit before anything else, including auth
-// (docs/meta-tools.md §12). The permit is held until the response body ends.
+// (docs/meta-tools.md §12), fairly between callers (admissionKey). The
+// permit is held until the response body ends.
 func (s *Server) admitted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.admission.acquire(r.Context())
+		release, err := s.admission.acquire(r.Context(), admissionKey(r))
 		if err != nil {
 			switch {
 			case errors.Is(err, errShuttingDown):
@@ -201,8 +203,8 @@ func isLoopbackRemote(remote string) bool {
 
 // originChecked refuses cross-origin browser requests (CSRF and DNS
 // rebinding from a page); non-browser clients send no Origin and pass. The
-// SDK's own loopback Host check is disabled (server.go): the Host check here
-// (rebinding) replaces it, because it must also admit PublicURL's host.
+// SDK's own loopback Host check is disabled (server.go): hostChecked, over
+// every route, replaces it, because it must also admit PublicURL's host.
 func (s *Server) originChecked(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range s.opts.TrustedOrigins {
@@ -211,10 +213,6 @@ func (s *Server) originChecked(next http.Handler) http.Handler {
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.rebinding(r) {
-			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
-			return
-		}
 		if loopbackOrigin(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -245,14 +243,21 @@ func (s *Server) rpcRouted() http.Handler {
 			s.mcpJSON.ServeHTTP(w, r)
 			return
 		}
-		body := held.b // read in place: the SDK still gets every byte
+		body := held.b // read in place (leading blanks already dropped): the SDK still gets every byte
 		var msg rpcPeek
-		if firstNonBlank(body) == '{' && json.Unmarshal(body, &msg) == nil {
+		if len(body) > 0 && body[0] == '{' && json.Unmarshal(body, &msg) == nil {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
 				result := s.inflight.Cancel(info.who.Key(), rpcIDKey(msg.Params.RequestID))
 				s.metrics.cancels.WithLabelValues(string(result)).Inc()
 				s.log.Debug("cancellation", "requestId", info.id, "actor", info.actor, "result", string(result))
 				w.WriteHeader(http.StatusAccepted) // a notification has no reply
+				return
+			}
+			if len(msg.ID) > 0 && msg.Method != "" && !servedMethod(msg.Method) && r.Header.Get("Mcp-Protocol-Version") < mcpStatelessVersion {
+				// The SDK answers an unknown method with a text/plain 400
+				// under the session protocols (under 2026-07-28 with a
+				// JSON-RPC error already): a JSON-RPC client needs the error.
+				writeMethodNotFound(w, msg.ID, msg.Method)
 				return
 			}
 			info.rpcID = rpcIDKey(msg.ID)
@@ -266,6 +271,37 @@ func (s *Server) rpcRouted() http.Handler {
 	})
 }
 
+// servedMethod reports whether the go-sdk server routes a request method
+// (its serverMethodInfos, requests only; notifications need no answer).
+// TestUnknownMethod_JSONRPCErrorInAJSONBody checks that the SDK routes each
+// one; a method the SDK gains is answered -32601 here until it is added.
+func servedMethod(m string) bool {
+	switch m {
+	case "initialize", "ping", "server/discover", "subscriptions/listen",
+		"tools/list", "tools/call", "logging/setLevel", "completion/complete",
+		"prompts/list", "prompts/get", "resources/list", "resources/templates/list",
+		"resources/read", "resources/subscribe", "resources/unsubscribe":
+		return true
+	}
+	return false
+}
+
+// writeMethodNotFound is JSON-RPC's -32601 for the request id, as JSON.
+func writeMethodNotFound(w http.ResponseWriter, id json.RawMessage, method string) {
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{rpcMethodNotFound, "Method not found: " + jstext.Clamp(method, maxMethodEchoBytes)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
 // rpcPeek is what rpcRouted reads of a JSON-RPC message.
 type rpcPeek struct {
 	Method string          `json:"method"`
@@ -274,6 +310,19 @@ type rpcPeek struct {
 		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
 		Meta      map[string]any  `json:"_meta"`
 	} `json:"params"`
+}
+
+// hostChecked refuses a DNS-rebinding attempt on every route, before
+// admission: a page whose name rebinds to 127.0.0.1 must read neither /mcp
+// nor /activity, /health, /metrics or the console of a loopback listener.
+func (s *Server) hostChecked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.rebinding(r) {
+			writeJSONError(w, http.StatusForbidden, "invalid_host", "Requests to a loopback listener must name a loopback host.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // rebinding reports a DNS-rebinding attempt: a request that arrived on a

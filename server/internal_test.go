@@ -20,25 +20,25 @@ import (
 // the queue mechanics are internal/admission's tests.
 func TestAdmission_RefusalsAndFreeCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, err := newAdmission(1, 1, 5*time.Second, time.Second, nil)
+		a, err := newAdmission(RequestLimits{MaxActive: 1, MaxQueue: 1, QueueTimeout: 5 * time.Second, RetryAfter: time.Second}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		release, err := a.acquire(t.Context())
+		release, err := a.acquire(t.Context(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		// One waiter queues; a second is refused at once (queue full).
 		queued := make(chan error, 1)
 		go func() {
-			r, err := a.acquire(t.Context())
+			r, err := a.acquire(t.Context(), "")
 			if err == nil {
 				r()
 			}
 			queued <- err
 		}()
 		synctest.Wait()
-		if _, err := a.acquire(t.Context()); !errors.Is(err, errOverloaded) {
+		if _, err := a.acquire(t.Context(), ""); !errors.Is(err, errOverloaded) {
 			t.Fatalf("queue full: %v, want overloaded", err)
 		}
 		release()
@@ -47,15 +47,15 @@ func TestAdmission_RefusalsAndFreeCancel(t *testing.T) {
 			t.Fatalf("queued waiter: %v", err)
 		}
 		// Queue timeout.
-		hold, _ := a.acquire(t.Context())
-		if _, err := a.acquire(t.Context()); !errors.Is(err, errOverloaded) {
+		hold, _ := a.acquire(t.Context(), "")
+		if _, err := a.acquire(t.Context(), ""); !errors.Is(err, errOverloaded) {
 			t.Fatalf("timeout: %v", err)
 		}
 		// A cancel is free: not a rejection.
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		before := a.snapshot().Totals.Rejected
-		if _, err := a.acquire(ctx); !errors.Is(err, context.Canceled) {
+		if _, err := a.acquire(ctx, ""); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancel: %v", err)
 		}
 		if s := a.snapshot(); s.Totals.Rejected != before || s.Totals.Cancelled != 1 {
@@ -67,7 +67,7 @@ func TestAdmission_RefusalsAndFreeCancel(t *testing.T) {
 		}
 		// Close refuses the queue and everything after.
 		a.close()
-		if _, err := a.acquire(t.Context()); !errors.Is(err, errShuttingDown) {
+		if _, err := a.acquire(t.Context(), ""); !errors.Is(err, errShuttingDown) {
 			t.Fatalf("after close: %v", err)
 		}
 	})
@@ -162,12 +162,12 @@ func TestHTTPServer_WriteTimeoutCoversExecutorQueue(t *testing.T) {
 
 // An overload rejection leaves one payload-free WARN line naming the reason.
 func TestAdmission_RejectionIsLogged(t *testing.T) {
-	a, _ := newAdmission(1, 0, time.Hour, time.Second, nil)
+	a, _ := newAdmission(RequestLimits{MaxActive: 1, QueueTimeout: time.Hour, RetryAfter: time.Second}, nil)
 	var buf bytes.Buffer
 	a.log = slog.New(slog.NewTextHandler(&buf, nil))
-	r, _ := a.acquire(context.Background())
+	r, _ := a.acquire(context.Background(), "")
 	defer r()
-	if _, err := a.acquire(context.Background()); !errors.Is(err, errOverloaded) {
+	if _, err := a.acquire(context.Background(), ""); !errors.Is(err, errOverloaded) {
 		t.Fatalf("err %v", err)
 	}
 	if !strings.Contains(buf.String(), `level=WARN msg="request rejected: server overloaded" reason=queue_full`) {

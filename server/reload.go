@@ -66,8 +66,7 @@ func (s *Server) Reload(r Reloadable) error {
 	if next.code == nil {
 		next.code = cur.code
 	}
-	q := next.requests
-	s.admission.resize(q.MaxActive, q.MaxQueue, q.QueueTimeout, q.RetryAfter)
+	s.admission.resize(next.requests)
 	s.live.Store(next)
 	return nil
 }

@@ -72,11 +72,14 @@ type Token struct {
 
 // RequestLimits configure /mcp admission and the body cap (docs/meta-tools.md §12).
 type RequestLimits struct {
-	MaxActive    int
-	MaxQueue     int // 0 = fail fast
-	QueueTimeout time.Duration
-	RetryAfter   time.Duration
-	MaxBodyBytes int64
+	MaxActive int
+	// MaxActivePerCaller caps one caller's permits while requests of more
+	// than one caller wait; 0 means half of MaxActive, rounded up.
+	MaxActivePerCaller int
+	MaxQueue           int // 0 = fail fast
+	QueueTimeout       time.Duration
+	RetryAfter         time.Duration
+	MaxBodyBytes       int64
 	// BodyTimeout bounds the arrival of a body once its request holds a
 	// permit (408 after it).
 	BodyTimeout time.Duration
@@ -96,6 +99,9 @@ type Options struct {
 	Code      CodeTool           // execute_code; nil leaves six tools (tests only)
 	// ExecutorName is reported by /health (docs/meta-tools.md §14); sanitized to [\w .+-], ≤ 40.
 	ExecutorName string
+	// ExecutorChild is what sandbox children execute, for /health's
+	// executor.child: "embedded" (the slim child) or "self".
+	ExecutorChild string
 	// CodeAdmission returns the executor's payload-free admission snapshot
 	// for /health, in the requests' shape; nil reports
 	// {managedByExecutor:true}. The application constructor (package app)
@@ -226,7 +232,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.live.Store(&settings{tokens: tokens, inbound: opts.Inbound, requests: opts.Requests, hostCallTimeout: opts.HostCallTimeout, code: opts.Code, access: opts.Access})
-	s.admission, err = newAdmission(r.MaxActive, r.MaxQueue, r.QueueTimeout, r.RetryAfter, reg)
+	s.admission, err = newAdmission(*r, reg)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
@@ -282,7 +288,7 @@ func New(opts Options) (*Server, error) {
 			// accepts.
 			MaxRequestBodyBytes:          maxReloadableBodyBytes,
 			PropagateRequestCancellation: true,
-			// Our own rebinding check (originChecked) also admits PublicURL's host.
+			// Our own rebinding check (hostChecked, on every route) also admits PublicURL's host.
 			DisableLocalhostProtection: true,
 			Logger:                     log.With("component", "mcp"),
 		})
@@ -299,7 +305,11 @@ func New(opts Options) (*Server, error) {
 func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(s.implementation, &mcp.ServerOptions{
 		Instructions: s.instructions,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// logging: connecta sends notifications/message (program console
+		// output at the requested level), which 2025-11-25 requires it to
+		// declare.
+		//lint:ignore SA1019 program output streams through the deprecated logging feature (stream.go)
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
 			// With access rules tools/list is per caller: private, and
 			// short-lived so a reloaded rule shows within a minute.
@@ -314,8 +324,10 @@ func (s *Server) newMCPServer() *mcp.Server {
 					c.TTLMs = AccessToolsListTTLMs
 				}
 			case *mcp.ServerRequest[*mcp.DiscoverParams]: // server/discover
+				// Per caller, as tools/list (DECISIONS "MCP versions and scopes").
+				c.CacheScope = "private"
 				if accessOn {
-					c.TTLMs, c.CacheScope = AccessToolsListTTLMs, "private"
+					c.TTLMs = AccessToolsListTTLMs
 				}
 			}
 		},
@@ -327,6 +339,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 			return s.runTool(ctx, t, req)
 		})
 	}
+	srv.AddReceivingMiddleware(metaLogLevelMiddleware)
 	return srv
 }
 
@@ -474,7 +487,8 @@ type healthServer struct {
 }
 
 type healthExecutor struct {
-	Name string `json:"name"`
+	Name  string `json:"name"`
+	Child string `json:"child,omitempty"` // supervisor.ChildEmbedded | ChildSelf
 }
 
 type healthAdmission struct {
@@ -523,7 +537,7 @@ func (s *Server) Health() HealthReport {
 		h.Status = StatusShuttingDown
 	}
 	if name := sanitizeExecutorName(s.opts.ExecutorName); name != "" {
-		h.Executor = &healthExecutor{Name: name}
+		h.Executor = &healthExecutor{Name: name, Child: s.opts.ExecutorChild}
 	}
 	return h
 }

@@ -254,6 +254,30 @@ func TestOrigin_CrossOriginBrowserRequestRefused(t *testing.T) {
 	}
 }
 
+// DNS rebinding: every route of a loopback listener, not only /mcp, refuses
+// a foreign Host — a page rebound to 127.0.0.1 cannot read the activity
+// history — and still answers its own loopback names.
+func TestRebinding_EveryRouteOfALoopbackListenerChecksHost(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	for _, path := range []string{"/activity", "/health", "/metrics", "/.well-known/oauth-protected-resource", "/operator"} {
+		for _, host := range []string{"evil.example", "evil.example:80", "10.0.0.1"} {
+			req, err := http.NewRequest(http.MethodGet, h.url+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			resp := send(t, req)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "invalid_host") {
+				t.Fatalf("%s with Host %s: status %d %s", path, host, resp.StatusCode, body)
+			}
+		}
+	}
+	if resp, body := h.get(t, "/activity"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/activity on its own host: status %d %s", resp.StatusCode, body)
+	}
+}
+
 func TestShutdown_StopsAdmittingWithServerShuttingDown(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.srv.BeginShutdown()

@@ -18,26 +18,41 @@ import (
 // HTTP, logging/setLevel cannot persist from one request to the next.
 const metaLogLevel = mcp.MetaKeyLogLevel
 
-// levelRank ranks the MCP logging levels, lowest first; -1 for none (a
-// function, not a map: package state would be init work in every child).
+// metaLogLevelMiddleware makes a tools/call's
+// _meta["io.modelcontextprotocol/logLevel"] stream under the session
+// protocols too. The SDK honours that key only under 2026-07-28; before it,
+// ServerSession.Log sends nothing until logging/setLevel has set the
+// session's level — never, on a stateless HTTP request, and on stdio only
+// after the client set one. The request stream filters at the request's
+// own level (ConsoleEntry), so the session's floor is opened to debug here:
+// over stdio exactly what HTTP sends.
+func metaLogLevelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && call.Session != nil {
+			if _, level := streamWants(call.Params.Meta); level != "" {
+				if ip := call.Session.InitializeParams(); ip == nil || ip.ProtocolVersion < mcpStatelessVersion {
+					_, _ = next(ctx, "logging/setLevel", &mcp.ServerRequest[*mcp.SetLoggingLevelParams]{
+						Session: call.Session, Params: &mcp.SetLoggingLevelParams{Level: "debug"}})
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// mcpStatelessVersion is the first protocol version whose requests carry
+// their log level in _meta for the SDK to honour.
+const mcpStatelessVersion = "2026-07-28"
+
+// levelRanks ranks the MCP logging levels, lowest first.
+var levelRanks = map[mcp.LoggingLevel]int{
+	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
+}
+
+// levelRank is l's rank; -1 for none.
 func levelRank(l mcp.LoggingLevel) int {
-	switch l {
-	case "debug":
-		return 0
-	case "info":
-		return 1
-	case "notice":
-		return 2
-	case "warning":
-		return 3
-	case "error":
-		return 4
-	case "critical":
-		return 5
-	case "alert":
-		return 6
-	case "emergency":
-		return 7
+	if r, ok := levelRanks[l]; ok {
+		return r
 	}
 	return -1
 }

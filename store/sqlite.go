@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -19,7 +21,13 @@ const sqliteMaxConns = 4
 // wait for each other (busy_timeout) inside immediate transactions, which is
 // what makes two processes on one file safe, migrations included.
 func openSQLite(ctx context.Context, path string, opts Options, m *metrics) (Store, error) {
+	if err := privateSQLiteFiles(path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
+	// A -wal or journal SQLite creates later takes the database file's mode
+	// (0600), whatever the umask.
+	q.Set("modeof", path)
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(wal)")
 	q.Add("_pragma", "synchronous(normal)")
@@ -64,4 +72,45 @@ func firstConn(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// PermissionError is a SQLite store file that users other than connecta's
+// may read or write: it holds stashed results in plaintext, so the server
+// refuses to start on it rather than fix it silently.
+type PermissionError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("store sqlite:%s: mode %04o opens the stored results (kept in plaintext) to other users: run chmod 600 %s and start again",
+		e.Path, e.Mode.Perm(), e.Path)
+}
+
+// privateSQLiteFiles creates the database, -wal and -shm files 0600 where
+// they do not exist (SQLite's VFS would create them 0666 less the umask;
+// modeof covers a -wal it recreates, and the -shm lives as long as the
+// pool's connections). A database file open to group or others is refused:
+// the operator chose or inherited that mode, and must fix it knowingly. A
+// sidecar open to others (another program's connection made it) is closed
+// to them: it is transient and follows the database.
+func privateSQLiteFiles(path string) error {
+	for _, name := range []string{path, path + "-wal", path + "-shm"} {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("store sqlite:%s: %w", name, err)
+		}
+		st, err := f.Stat()
+		if err == nil && st.Mode().Perm()&0o077 != 0 && name != path {
+			err = f.Chmod(0o600)
+		}
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("store sqlite:%s: %w", name, err)
+		}
+		if name == path && st.Mode().Perm()&0o066 != 0 {
+			return &PermissionError{Path: path, Mode: st.Mode()}
+		}
+	}
+	return nil
 }

@@ -106,3 +106,40 @@ func TestPostgresUnreachableRetriedThenRefused(t *testing.T) {
 		t.Fatalf("gave up after %s, want about the retry window", d)
 	}
 }
+
+// The SQLite store holds stashed results in plaintext: its file, -wal and
+// -shm are created 0600 whatever the umask, and a store file open to group
+// or others refuses to start with a typed error naming the fix.
+func TestSQLiteFilesPrivateAndOpenFileRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	st := openURL(t, "sqlite:"+path)
+	for _, name := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %04o, want 0600", name, fi.Mode().Perm())
+		}
+	}
+	_ = st.Close()
+	// A sidecar another program's connection made 0644 is closed again.
+	if f, err := os.OpenFile(path+"-shm", os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+		_ = f.Close()
+	}
+	_ = os.Chmod(path+"-shm", 0o644)
+	_ = openURL(t, "sqlite:"+path).Close()
+	if fi, err := os.Stat(path + "-shm"); err == nil && fi.Mode().Perm() != 0o600 {
+		t.Errorf("-shm left %04o", fi.Mode().Perm())
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := store.Open(context.Background(), "sqlite:"+path, store.Options{})
+		var pe *store.PermissionError
+		if !errors.As(err, &pe) || pe.Path != path || !strings.Contains(err.Error(), "chmod 600 "+path) {
+			t.Fatalf("store file %04o: %v, want a PermissionError naming chmod 600", mode, err)
+		}
+	}
+}

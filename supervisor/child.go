@@ -104,16 +104,17 @@ func (p *Pool) spawnWith(mode, compiledKey string, snapshot bool, extra []*os.Fi
 	if p.opts.Namespaces && !p.nsRefused.Load() {
 		attr.Cloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
 	}
+	path, files := p.command(append([]*os.File{inR, outW}, extra...)) // fd 3, 4, then 5, 6, then the executable
 	newCmd := func() *exec.Cmd {
 		return &exec.Cmd{
-			Path:        p.exe(),
+			Path:        path,
 			Args:        append([]string{"connecta-sandbox"}, argv...),
 			Env:         []string{}, // nil would inherit ours
 			Dir:         "/",
 			Stdin:       nil, // /dev/null
 			Stdout:      nil, // /dev/null
 			Stderr:      c.stderr,
-			ExtraFiles:  append([]*os.File{inR, outW}, extra...), // fd 3, 4, then 5, 6
+			ExtraFiles:  files, // fd 3, 4, then 5, 6, then the child's executable
 			SysProcAttr: attr,
 			WaitDelay:   time.Second,
 		}
@@ -134,7 +135,7 @@ func (p *Pool) spawnWith(mode, compiledKey string, snapshot bool, extra []*os.Fi
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return nil, fmt.Errorf("supervisor: starting sandbox child: %w", err)
+		return nil, fmt.Errorf("supervisor: starting sandbox child (%s): %w", p.exe.describe(), err)
 	}
 	c.cmd = cmd
 	c.pid = cmd.Process.Pid

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"os"
@@ -46,18 +48,36 @@ func buildStatic(b *testing.B, dir, name, pkg string) string {
 // the binary's and the cached code's file pages the child mapped, which are
 // shared page cache; child-ready-anon-MB (anonymous memory at ready, from
 // smaps_rollup) is the part that is the child's own.
+//
+// Two children: "slim" is the production one (cmd/sandbox-child from its
+// sealed memfd, Options.Child), "self" the whole gateway re-executed, as a
+// build without the slim child runs.
 func BenchmarkChild_ConnectaVsHello(b *testing.B) {
 	dir := b.TempDir()
 	connecta := buildStatic(b, dir, "connecta", "github.com/connecta-dev/connecta/cmd/connecta")
+	slimBin := buildStatic(b, dir, "sandbox-child", "github.com/connecta-dev/connecta/cmd/sandbox-child")
 	hello := buildStatic(b, dir, "hello", "github.com/connecta-dev/connecta/cmd/connecta-load/hello")
-	// A private cache directory: the shared test one is pruned by other
-	// packages' tests running at the same time.
-	cache := filepath.Join(dir, "cache")
-	if err := os.Mkdir(cache, 0o700); err != nil {
+	bin, err := os.ReadFile(slimBin)
+	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := New(context.Background(), testOptions(Options{Slots: 1, Spares: 1, floorExe: connecta, CacheDir: cache,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	sum := sha256.Sum256(bin)
+	b.Run("slim", func(b *testing.B) {
+		childVsHello(b, dir, hello, Options{Child: Child{Binary: bin, SHA256: hex.EncodeToString(sum[:])}})
+	})
+	b.Run("self", func(b *testing.B) { childVsHello(b, dir, hello, Options{floorExe: connecta}) })
+}
+
+func childVsHello(b *testing.B, dir, hello string, opts Options) {
+	// A private cache directory: the shared test one is pruned by other
+	// packages' tests running at the same time.
+	cache, err := os.MkdirTemp(dir, "cache-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.Slots, opts.Spares, opts.CacheDir = 1, 1, cache
+	opts.Registry, opts.Logger = prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := New(context.Background(), testOptions(opts))
 	if err != nil {
 		b.Fatal(err)
 	}

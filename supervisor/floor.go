@@ -4,16 +4,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"syscall"
 	"time"
 )
 
-// exe is the binary every child runs: this one, re-executed.
-func (p *Pool) exe() string {
+// command is the path every child executes and its ExtraFiles after files
+// (childExe.command), or the floor program SpawnFloor measures.
+func (p *Pool) command(files []*os.File) (string, []*os.File) {
 	if p.opts.floorExe != "" {
-		return p.opts.floorExe
+		return p.opts.floorExe, files
 	}
-	return selfExe
+	return p.exe.command(files)
 }
 
 // SpawnFloor measures the floor under every child for `make bench`: it starts

@@ -25,6 +25,7 @@ type metrics struct {
 	guestCPU             prometheus.Histogram
 	guestHeap            prometheus.Histogram
 	snapshotFallbacks    prometheus.Counter
+	childInfo            *prometheus.GaugeVec // kind: embedded|self; 1 for the pool's
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,7 +61,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Peak JS heap per execution.", Buckets: prometheus.ExponentialBuckets(64<<10, 4, 9)}),
 		snapshotFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "connecta_sandbox_snapshot_fallbacks_total",
 			Help: "Children that initialized afresh because the persisted snapshot did not verify."}),
+		childInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "connecta_sandbox_child_info",
+			Help: "1 for what sandbox children execute: embedded (the slim child) or self (this binary re-executed)."}, []string{"kind"}),
 	}
+	m.setChild("")
 	for _, r := range []string{"queue_full", "timeout", "cancelled", "closed"} {
 		m.rejections.WithLabelValues(r)
 	}
@@ -76,12 +80,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.slots, m.inUse, m.queued, m.queueWait, m.admissions, m.rejections,
-		m.executions, m.duration, m.spawnDuration, m.spares, m.sparesMinimum, m.sparesTarget, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap, m.snapshotFallbacks} {
+		m.executions, m.duration, m.spawnDuration, m.spares, m.sparesMinimum, m.sparesTarget, m.busy, m.kills, m.crashes, m.guestCPU, m.guestHeap, m.snapshotFallbacks, m.childInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("supervisor: registering metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// setChild marks kind as the pool's child (both kinds exist from start).
+func (m *metrics) setChild(kind string) {
+	for _, k := range []string{ChildEmbedded, ChildSelf} {
+		v := 0.0
+		if k == kind {
+			v = 1
+		}
+		m.childInfo.WithLabelValues(k).Set(v)
+	}
 }
 
 // Execution outcomes and kill reasons (metric label values).

@@ -82,11 +82,12 @@ type Options struct {
 	// MemoryLimitBytes caps wasm linear memory, fixed when a child's runtime
 	// is built (so it is set at spawn); 0 → the engine's default.
 	MemoryLimitBytes uint64
-	// CacheDir is the wazero compilation cache shared by all children. Empty
-	// → <os.UserCacheDir()>/connecta/wazero (created 0700). A directory that
-	// is not ours and 0700 is not trusted: a private subdirectory of it,
-	// connecta-<uid>, is used instead, and New fails, naming the fix, when
-	// that cannot be had either.
+	// CacheDir is where the parent keeps the compiled module between starts
+	// (opened through internal/privdir). Empty → <os.UserCacheDir()>/
+	// connecta/wazero (created 0700), and when that cannot be created (a
+	// read-only root file system) the module is compiled in memory at every
+	// start after one WARN. A directory that exists but is not private, or a
+	// configured one that cannot be created, makes New fail naming the fix.
 	CacheDir string
 	// DisableCache compiles in every child, never touching the disk.
 	DisableCache bool
@@ -100,14 +101,21 @@ type Options struct {
 	// kernel refuses, the pool says so once and spawns without.
 	Namespaces bool
 
+	// Child is what every child executes: the slim child the build carries
+	// (verified, from a sealed memfd), or, when it carries none, this binary
+	// re-executed (then a WARN names the command that builds the slim one).
+	Child Child
+
 	Logger   *slog.Logger          // nil → discard
 	Registry prometheus.Registerer // nil → no metrics
 
 	// testChildArgv, when set, replaces the child's argv after the
 	// executable path (tests select misbehaving children with it).
 	testChildArgv func(mode string) []string
-	// floorExe, when set, is executed instead of /proc/self/exe (SpawnFloor).
+	// floorExe, when set, is executed instead of the pool's child (SpawnFloor).
 	floorExe string
+	// testMemfdNoExec acts as a kernel that refuses executable memfds.
+	testMemfdNoExec bool
 }
 
 // Limits bound one run. In a Job, zero fields take the pool's.

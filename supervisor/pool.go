@@ -33,6 +33,7 @@ type Pool struct {
 	cacheDir *privdir.Dir // nil = nothing persisted between starts
 	code     *sealedFile  // the warm-up's compiled code; nil = children compile in memory
 	snap     *sealedFile  // the warm-up's snapshot; nil = children initialize afresh
+	exe      *childExe    // what every child executes
 
 	ready   chan *child // a seat hands its ready child to a session
 	closing chan struct{}
@@ -78,16 +79,17 @@ func New(ctx context.Context, opts Options) (*Pool, error) {
 	}
 	go p.forker()
 	p.adm = newAdmission(opts.Slots, opts.MaxQueue, opts.QueueTimeout, m, p.log)
-	if _, err := os.Stat(selfExe); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("supervisor: cannot re-execute %s: %w", selfExe, err)
-	}
 	if !opts.DisableCache {
 		if p.cacheDir, err = p.openCacheDir(); err != nil {
 			p.Close()
 			return nil, err
 		}
 	}
+	if p.exe, err = p.prepareChild(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.m.setChild(p.exe.kind)
 	if err := p.warm(ctx); err != nil {
 		p.Close()
 		return nil, err
@@ -470,9 +472,14 @@ func (p *Pool) Close() error {
 	<-p.forkerDone
 	if !already {
 		p.closeDescriptors()
+		p.exe.close()
 	}
 	return nil
 }
+
+// ChildKind is what the pool's children execute: ChildEmbedded (the slim
+// child) or ChildSelf (this binary re-executed).
+func (p *Pool) ChildKind() string { return p.exe.kind }
 
 // forker runs every fork on one locked thread (see Pool.forks). The thread
 // has no bounding, inheritable or ambient capabilities, so a

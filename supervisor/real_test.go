@@ -255,9 +255,17 @@ func TestReal_HostileProgramsUnderSeccomp(t *testing.T) {
 
 // A real spare, as spawned: empty environment, cwd /, its own process group,
 // no new privileges, seccomp filter mode (outside -race), and no descriptors
-// beyond stdio, the two IPC pipes and the runtime's poller.
+// beyond stdio, the two IPC pipes and the runtime's poller: the same for
+// this binary re-executed and for the slim child from its memfd (which
+// closes the descriptor it was executed from).
 func TestHardening_SpareProcessState(t *testing.T) {
-	p, _ := newRealPool(t, Options{Slots: 1})
+	t.Run("self", func(t *testing.T) { spareProcessState(t, Options{Slots: 1}, raceEnabled) })
+	// The slim child is never a race build: its seccomp filter is always on.
+	t.Run("slim", func(t *testing.T) { spareProcessState(t, Options{Slots: 1, Child: slimChild(t)}, false) })
+}
+
+func spareProcessState(t *testing.T, opts Options, relaxed bool) {
+	p, _ := newRealPool(t, opts)
 	requireEngine(t, p)
 	// The 1+1 child may still be exiting: wait for the spare alone.
 	waitFor(t, func() bool { return counter(t, p.m.spares) == 1 && len(liveChildren()) == 1 })
@@ -290,7 +298,7 @@ func TestHardening_SpareProcessState(t *testing.T) {
 	if !strings.Contains(status, "NoNewPrivs:\t1") {
 		t.Fatal("no_new_privs not set")
 	}
-	if !raceEnabled && !strings.Contains(status, "Seccomp:\t2") {
+	if !relaxed && !strings.Contains(status, "Seccomp:\t2") {
 		t.Fatal("no seccomp filter")
 	}
 	stat := proc("stat")

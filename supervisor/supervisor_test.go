@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == orphanParentMarker {
 		os.Exit(runOrphanParent(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeSlimChild()
+	os.Exit(code)
 }
 
 // testHost is a Host with a few named functions.

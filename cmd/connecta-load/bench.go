@@ -44,6 +44,9 @@ type benchConfig struct {
 	StreamN    int    // cancellations and streamed programs measured
 	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
+	Vs         string // a second binary measured against Connecta, interleaved; "" = none
+	VsOnly     bool   // only the floor and the --vs comparison
+	VsRounds   int    // interleaved rounds of the comparison
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,6 +58,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.FloorN, "floor", 200, "hello-world spawns per floor measurement")
 	fs.IntVar(&c.Sequential, "requests", 200, "calls per sequential series")
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each closed-loop point")
+	fs.StringVar(&c.Vs, "vs", "", "a second connecta binary (the previous build) to measure against --connecta in interleaved rounds, printing the ratios")
+	fs.IntVar(&c.VsRounds, "vs-rounds", defaultVsRounds, "interleaved rounds of the --vs comparison")
+	fs.BoolVar(&c.VsOnly, "vs-only", false, "with --vs: measure only the floor and the comparison")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
 	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
 	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL (issue 13)")
@@ -70,8 +76,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		c.Clients = append(c.Clients, n)
 	}
-	if c.FloorN < 1 || c.Sequential < 1 || c.Duration <= 0 || c.StreamN < 1 {
-		fmt.Fprintln(stderr, "connecta-load bench: --floor, --requests and --duration must be positive")
+	if c.FloorN < 1 || c.Sequential < 1 || c.Duration <= 0 || c.StreamN < 1 || c.VsRounds < 1 {
+		fmt.Fprintln(stderr, "connecta-load bench: --floor, --requests, --duration, --stream and --vs-rounds must be positive")
 		return 2
 	}
 	r, err := bench(ctx, c, stderr)
@@ -101,6 +107,7 @@ type benchResult struct {
 	Budget                     []budgetKill
 	Streaming                  *streamResult // issue 10 figures; nil when not measured
 	Stores                     []storePoint  // issue 13 figures; nil when not measured
+	Vs                         *vsResult     // --vs; nil without it
 }
 
 type loopPoint struct {
@@ -121,7 +128,10 @@ type budgetKill struct {
 func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 	r := &benchResult{Machine: machine(), GoVersion: runtime.Version(), LoadBefore: loadAverage()}
-	for _, p := range []*string{&c.Connecta, &c.Hello} {
+	for _, p := range []*string{&c.Connecta, &c.Hello, &c.Vs} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return nil, err
@@ -147,6 +157,25 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 	}
 	defer stopTools()
 	connectors := fmt.Sprintf("  - id: demo\n    url: %s\n  - id: bench\n    url: %s\n", downURL, toolsURL)
+	// finish runs the --vs comparison, then the floor again.
+	finish := func() (*benchResult, error) {
+		if c.Vs != "" {
+			if r.Vs, err = benchVs(ctx, c, connectors, logf); err != nil {
+				return nil, err
+			}
+		}
+		logf("hello-world floor again")
+		floorCPU2, floorWall2, err := supervisor.SpawnFloor(c.Hello, c.FloorN)
+		if err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
+		}
+		r.FloorCPU, r.FloorWall = (floorCPU+floorCPU2)/2, (floorWall+floorWall2)/2
+		r.LoadAfter = loadAverage()
+		return r, nil
+	}
+	if c.VsOnly && c.Vs != "" {
+		return finish()
+	}
 	dir, err := os.MkdirTemp("", "connecta-bench-")
 	if err != nil {
 		return nil, err
@@ -243,15 +272,8 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 		}
 	}
 
-	logf("hello-world floor again")
 	srv.stop()
-	floorCPU2, floorWall2, err := supervisor.SpawnFloor(c.Hello, c.FloorN)
-	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
-	}
-	r.FloorCPU, r.FloorWall = (floorCPU+floorCPU2)/2, (floorWall+floorWall2)/2
-	r.LoadAfter = loadAverage()
-	return r, nil
+	return finish()
 }
 
 func cpuSince(pid int, before cpuTimes) (cpuTimes, error) {
@@ -278,6 +300,13 @@ func childPeak(ctx context.Context, cl *rawClient, pid, n int) (int64, error) {
 			case <-t.C:
 			}
 			for _, c := range childrenOf(pid) {
+				// Only a child past its exec: between fork and exec it
+				// shares the server's memory (vfork), and its peak would
+				// be the server's. Its argv is read first, so the peak
+				// read after it is the child's own.
+				if !isSandboxChild(c) {
+					continue
+				}
 				if _, hwm, err := memory(c); err == nil {
 					mu.Lock()
 					peak = max(peak, hwm)
@@ -290,6 +319,13 @@ func childPeak(ctx context.Context, cl *rawClient, pid, n int) (int64, error) {
 	close(done)
 	wg.Wait()
 	return peak, err
+}
+
+// isSandboxChild reports whether pid has executed the sandbox child (its
+// argv[0] is the child's, whichever binary it runs).
+func isSandboxChild(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.HasPrefix(string(b), "connecta-sandbox\x00")
 }
 
 // budget runs one program that can only end by its CPU budget and reports

@@ -24,6 +24,11 @@ func (r *benchResult) write(w io.Writer) error {
 	f := r.FloorCPU
 	fmt.Fprintf(&b, "Machine: %s; %s. Load average before / after: %s / %s.\n\n", r.Machine, r.GoVersion, r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(&b, "Floor: a static hello-world (same build flags) spawned through the supervisor's spawn path costs %s of CPU and %s of wall per process.\n\n", msf(r.FloorCPU), msf(r.FloorWall))
+	if r.Vs != nil && r.OnePlusOne == nil { // --vs-only
+		r.Vs.write(&b, r.FloorCPU)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	b.WriteString("| figure | measured | × hello-world |\n| --- | --- | --- |\n")
 	row := func(name, val, x string) { fmt.Fprintf(&b, "| %s | %s | %s |\n", name, val, x) }
 	row("child CPU per `1+1` program (sequential)", msf(r.ChildCPU1), times(r.ChildCPU1, f))
@@ -50,6 +55,9 @@ func (r *benchResult) write(w io.Writer) error {
 		r.Streaming.write(&b)
 	}
 	writeStores(&b, r.Stores)
+	if r.Vs != nil {
+		r.Vs.write(&b, r.FloorCPU)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

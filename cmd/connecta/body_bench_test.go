@@ -32,20 +32,44 @@ func procKB(tb testing.TB, pid int, key string) int64 {
 // maxSizeBody is a valid JSON-RPC request of exactly size bytes: tools/list
 // with the padding in a params member the method ignores.
 func maxSizeBody(size int) []byte {
-	head := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"`
-	tail := `"}}`
-	pad := size - len(head) - len(tail)
-	return []byte(head + strings.Repeat("x", pad) + tail)
+	return paddedBody(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"`, `"}}`, size)
+}
+
+// maxSizeCall is a tools/call of exactly size bytes: skills with the
+// padding in an argument the tool ignores, so only the SDK's and the
+// argument decoding's copies count.
+func maxSizeCall(size int) []byte {
+	return paddedBody(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"skills","arguments":{"pad":"`, `"}}}`, size)
+}
+
+// maxSizeSearch is a tools/call of exactly size bytes whose padding is the
+// search_tools query: the tool's own work on a 10 MiB query counts too.
+func maxSizeSearch(size int) []byte {
+	return paddedBody(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"`, `"}}}`, size)
+}
+
+func paddedBody(head, tail string, size int) []byte {
+	return []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
 }
 
 // BenchmarkBodies_16ConcurrentMaxSize sends 16 max-size request bodies at
 // once to a real server process and reports its peak RSS above idle, as a
-// multiple of 16 × maxBodyBytes (target ≤ 1.5).
+// multiple of 16 × maxBodyBytes (target ≤ 1.5), for tools/list (the body
+// ignored past its envelope) and tools/call (the body an argument).
 func BenchmarkBodies_16ConcurrentMaxSize(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		body func(int) []byte
+	}{{"tools_list", maxSizeBody}, {"tools_call", maxSizeCall}, {"tools_call_search", maxSizeSearch}} {
+		b.Run(c.name, func(b *testing.B) { benchBodies(b, c.body) })
+	}
+}
+
+func benchBodies(b *testing.B, mk func(int) []byte) {
 	const maxBody = 10485760
 	srv := startServer(b, "executor: {spares: 0}\n")
 	pid := srv.cmd.Process.Pid
-	body := maxSizeBody(maxBody)
+	body := mk(maxBody)
 	post := func() int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/mcp", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -172,7 +172,11 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		listings[c.ID] = tools
-		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		proto := ""
+		if v := a.Gateway.ConnectorStates()[c.ID].ProtocolVersion; v != "" {
+			proto = ", MCP " + v
+		}
+		fmt.Fprintf(stdout, "connector %s: ok (%d tools%s)\n", c.ID, len(tools), proto)
 		for _, w := range catalogWarnings(a.Gateway, c.ID) {
 			fmt.Fprintf(stdout, "warning: %s\n", w) // drift warns, never fails
 		}
@@ -217,7 +221,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		failures++
 		fmt.Fprintf(stdout, "executor: FAILED %v\n", err)
 	} else {
-		fmt.Fprintln(stdout, "executor: ok (async () => 42 returned 42)")
+		fmt.Fprintf(stdout, "executor: ok (async () => 42 returned 42; sandbox child: %s)\n", a.Pool.ChildKind())
 	}
 	if failures > 0 {
 		return fail("doctor found %d problem(s)", failures)

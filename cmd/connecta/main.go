@@ -1,6 +1,8 @@
 // Command connecta is the MCP gateway: `serve` (default), `check`, `doctor`,
-// `version`, `help`. The same binary is re-executed as the sandbox child, so the
-// child check is the first statement of main.
+// `version`, `help`. `make build` carries the slim sandbox child inside
+// (internal/childbin); a build without it (go build, go run) re-executes this
+// binary as the child instead, so the child check is the first statement of
+// main.
 package main
 
 import (

@@ -16,8 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/childbin"
 	"github.com/connecta-dev/connecta/sandbox"
 	"github.com/connecta-dev/connecta/stdioshim"
+	"github.com/connecta-dev/connecta/supervisor"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -124,6 +126,15 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	}
 	if health["status"] != "ok" || health["connectors"] != float64(1) {
 		t.Fatalf("health %v", health)
+	}
+	// The child this build carries: make build's (and make test's) embed the
+	// slim one; a plain go build re-executes itself.
+	wantChild := supervisor.ChildSelf
+	if childbin.Binary() != nil {
+		wantChild = supervisor.ChildEmbedded
+	}
+	if ex, _ := health["executor"].(map[string]any); ex["child"] != wantChild {
+		t.Fatalf("health executor %v, want child %q", health["executor"], wantChild)
 	}
 	// A first execute_code against the demo works at once.
 	callCtx, cancelCalls := context.WithTimeout(ctx, 60*time.Second)

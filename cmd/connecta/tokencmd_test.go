@@ -29,7 +29,7 @@ func TestTokenCreate_ConnectorsNarrowsAndListShowsIt(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errs)
 		}
 	}
-	if code, out, errs := runCLI("token", "create", "agent", "--connectors=docs, tracker", "--config", path); code != 0 || !strings.Contains(out, "created") {
+	if code, out, errs := runCLI("token", "create", "agent", "--connectors=docs, tracker", "--config", path); code != 0 || !strings.Contains(errs, "created") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Fatalf("create: %d %s %s", code, out, errs)
 	}
 	if code, _, errs := runCLI("token", "create", "wide", "--config", path); code != 0 {

@@ -1,6 +1,9 @@
-// Command sandbox-child is the sandbox child entry as a standalone binary,
-// for debugging and fuzzing the child side on its own. The supervisor
-// re-executes its own binary (cmd/connecta) in production.
+// Command sandbox-child is the production sandbox child: a slim binary that
+// links only the sandbox side (sandbox, guest, ipc, jstext, the engine,
+// wazero, x/sys, the seccomp library; deps_test.go holds it to that). `make
+// build` embeds it in bin/connecta, whose pool executes it from a sealed
+// memfd (docs/DESIGN.md "The sandbox child binary"); run on its own it only
+// says it is not meant to be.
 package main
 
 import (

@@ -21,9 +21,7 @@ const (
 )
 
 // isStopWord reports conversational framing removed from scoring terms
-// only; action words (get, list, search, find, create) deliberately stay. A
-// switch, not a map: a package-level map is built by init in every sandbox
-// child.
+// only; action words (get, list, search, find, create) deliberately stay.
 func isStopWord(t string) bool {
 	switch t {
 	case "a", "all", "an", "and", "are", "can", "could", "current",

@@ -6,10 +6,10 @@
 //
 // The evaluator is our own (JSON Schema 2020-12, 2019-09, draft-07, -06 and
 // -04, checked against every required case of the official test suite): it
-// keeps no package state and does no work at init, which matters because
-// every sandbox child re-executes the binary and runs every package init; it
-// reports every failing keyword with its instance location and never the
-// value; and its cost is bounded inside compilation and evaluation
+// keeps no package state and does no work at init (which mattered while
+// every sandbox child re-executed the gateway; the child is its own binary
+// now); it reports every failing keyword with its instance location and
+// never the value; and its cost is bounded inside compilation and evaluation
 // themselves (MaxWork, charged by what each step costs), not by a guess
 // beforehand. Every pass-through has a Reason, counted (Passthroughs) and
 // returned to the caller (Evaluate) so it can be logged.

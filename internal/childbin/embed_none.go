@@ -1,0 +1,7 @@
+//go:build !slimchild
+
+package childbin
+
+var binary []byte
+
+const stamp = ""
