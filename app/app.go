@@ -79,9 +79,12 @@ type App struct {
 	Pool      *supervisor.Pool // nil without Options.Executor
 	Server    *server.Server
 
-	state    *State
-	tokens   *accesstoken.Manager          // nil without accessTokens
-	inbound  *inbound.Authenticator        // nil without accessTokens and auth.oidc
+	state   *State
+	tokens  *accesstoken.Manager   // nil without accessTokens
+	inbound *inbound.Authenticator // nil without accessTokens and auth.oidc
+	// verifier is inbound's OIDC verifier for the console's sign-in, read
+	// by request goroutines while a reload replaces it.
+	verifier atomic.Pointer[inbound.Verifier]
 	oauth    *oauth.Manager                // nil without publicUrl
 	oauthDB  *sql.DB                       // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
 	cfg      *config.Config                // what runs (Reload replaces its reloadable sections)
@@ -178,6 +181,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if a.inbound, err = a.inboundFor(cfg, log); err != nil {
 		return nil, err
 	}
+	a.verifier.Store(a.inbound.OIDC())
 
 	var code server.CodeTool
 	var codeAdmission func() server.AdmissionSnapshot
@@ -301,6 +305,7 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			LegacyVersion: c.LegacyVersion,
 			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth:      c.OAuth != nil,
+			PerCaller:  c.PerCaller(),
 			CatalogPin: cfg.CatalogPin(&c),
 		}
 		if c.Credential != nil {

@@ -196,6 +196,22 @@ type OAuth struct {
 	ClientID     string
 	ClientSecret Secret // resolved from a secret reference; zero when unset
 	Scopes       []string
+	// Grants is PerConnector (the team's one grant, the default) or
+	// PerCaller (each signed-in person's own grant, keyed by actor).
+	Grants string
+}
+
+// Who a connector's grant or credential belongs to (`oauth.grants`,
+// `credential.per`).
+const (
+	PerConnector = "connector"
+	PerCaller    = "caller"
+)
+
+// PerCaller reports whether the connector's calls carry each caller's own
+// grant or credential instead of the team's one.
+func (c *Connector) PerCaller() bool {
+	return (c.OAuth != nil && c.OAuth.Grants == PerCaller) || (c.Credential != nil && c.Credential.Per == PerCaller)
 }
 
 // Header is one HTTP header sent to a remote connector.
@@ -360,6 +376,9 @@ type CredentialSlot struct {
 	Label  string
 	Header string
 	Scheme string
+	// Per is PerConnector (one value for the connector, the default) or
+	// PerCaller (each actor's own value).
+	Per string
 }
 
 // Defaults of a `credential` slot.

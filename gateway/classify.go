@@ -178,6 +178,9 @@ func (c *connector) authRecovery() string {
 	if s.OAuth {
 		return "oauth"
 	}
+	if s.PerCaller && s.Credential != nil {
+		return "credential" // the caller sets its own (/me), not an operator
+	}
 	if s.Credential != nil || s.MissingCredential != "" || len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0) {
 		return "operator_config"
 	}
@@ -190,12 +193,16 @@ func (c *connector) authError(f *failure, operation string) *Error {
 	id := c.spec.ID
 	var msg string
 	switch {
+	case f.oauth && c.spec.PerCaller:
+		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }): the person opens the link it returns in a browser signed in to connecta (its /me page) as themselves.", strings.TrimSuffix(f.message, "."), id)
 	case f.oauth:
 		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
 	case c.spec.OAuth && f.scope != "":
 		msg = fmt.Sprintf("Connector %q needs the OAuth scope %s, which its grant lacks (403 insufficient_scope). Call authorize_connector({ connector: %q }): it asks for the granted scopes and this one.", id, quote(f.scope), id)
 	case c.spec.OAuth:
 		msg = fmt.Sprintf("Connector %q refused the OAuth access token (%s) even after a refresh. Call authorize_connector({ connector: %q }).", id, f.message, id)
+	case f.missingCredential && c.spec.PerCaller && c.spec.Credential != nil:
+		msg = fmt.Sprintf("Connector %q needs the caller's own %s, and this caller has none set: the person sets it on connecta's /me page (or an operator with connecta credential set %s value --actor ACTOR). Call authorize_connector({ connector: %q }).", id, c.spec.Credential.Label, id, id)
 	case f.missingCredential && c.spec.Credential != nil:
 		msg = fmt.Sprintf("Connector %q has no credential set: an operator must set its %s. Call authorize_connector({ connector: %q }).", id, c.spec.Credential.Label, id)
 	case f.missingCredential:

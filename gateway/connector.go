@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,6 +70,13 @@ type connector struct {
 	health  healthState
 
 	gens int // live generations containing this connector; guarded by Gateway.regMu
+
+	// who is the actor a per-caller connector's child belongs to (zero for
+	// the configured connector itself); callers are its children by actor,
+	// guarded by mu (percaller.go).
+	who     actor.ID
+	callers map[actor.ID]*connector
+	parent  *connector // a per-caller child's configured connector
 }
 
 type healthState struct {
@@ -135,7 +143,14 @@ func (ls *liveSession) retire(g *Gateway) {
 }
 
 func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
+	return newConnectorFor(g, spec, actor.ID{})
+}
+
+// newConnectorFor builds a connector whose requests carry who's own grant
+// or credential (the zero ID: the connector's one).
+func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, error) {
 	c := &connector{
+		who:      who,
 		g:        g,
 		spec:     spec,
 		logger:   g.logger.With("connector", spec.ID),
@@ -177,13 +192,13 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 			if g.opts.OAuth == nil {
 				return nil, fmt.Errorf("oauth is set but the gateway has no OAuth transport")
 			}
-			base = g.opts.OAuth.Transport(spec.ID, base)
+			base = g.opts.OAuth.Transport(spec.ID, who, base)
 		}
 		if spec.Credential != nil {
 			if g.opts.Credentials == nil {
 				return nil, fmt.Errorf("credential is set but the gateway has no credential source")
 			}
-			base = &credentialTransport{base: base, id: spec.ID, slot: *spec.Credential, src: g.opts.Credentials}
+			base = &credentialTransport{base: base, id: spec.ID, who: who, noCaller: spec.PerCaller && who.IsZero(), slot: *spec.Credential, src: g.opts.Credentials}
 		}
 		c.http = &http.Client{
 			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
@@ -202,6 +217,9 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 	}
 	if spec.OAuth && spec.URL == "" {
 		return nil, fmt.Errorf("oauth applies only to url connectors")
+	}
+	if spec.PerCaller && (spec.URL == "" || spec.SharedSession) {
+		return nil, fmt.Errorf("a per-caller grant or credential needs a url connector without sharedSession")
 	}
 	if spec.InProcess != nil {
 		kinds++
@@ -488,7 +506,12 @@ func (c *connector) close() {
 	c.closed = true
 	ls := c.sess
 	c.sess = nil
+	children := c.callers
+	c.callers = nil
 	c.mu.Unlock()
+	for _, cc := range children {
+		cc.close()
+	}
 	if ls != nil {
 		ls.dead.Store(true)
 		ls.close()
@@ -497,20 +520,29 @@ func (c *connector) close() {
 
 // recordSuccess / recordFailure are health accounting: a live downstream
 // answer, or a downstream failure (never local refusals or cancellations).
+// A per-caller child reports to its connector's health too, except one
+// caller's auth_required: that caller has no grant or credential, which
+// says nothing about the downstream (percaller.go).
 func (c *connector) recordSuccess() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.health.lastSuccess = c.g.now()
 	c.health.consecutive = 0
 	c.crashes = 0
+	c.mu.Unlock()
+	if c.parent != nil {
+		c.parent.recordSuccess()
+	}
 }
 
 func (c *connector) recordFailure(code Code) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.health.lastFailure = c.g.now()
 	c.health.lastCode = code
 	c.health.consecutive++
+	c.mu.Unlock()
+	if c.parent != nil && code != CodeAuthRequired {
+		c.parent.recordFailure(code)
+	}
 }
 
 func (c *connector) healthSnapshot() ConnectorHealth {

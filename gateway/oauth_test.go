@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"github.com/connecta-dev/connecta/actor"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,7 +50,9 @@ func TestOAuthFailuresMapOntoE2(t *testing.T) {
 // grant's token is oauth's business, tested there).
 type passOAuth struct{}
 
-func (passOAuth) Transport(_ string, base http.RoundTripper) http.RoundTripper { return base }
+func (passOAuth) Transport(_ string, _ actor.ID, base http.RoundTripper) http.RoundTripper {
+	return base
+}
 
 // A 403 insufficient_scope challenge on a call fails it auth_required,
 // naming the scope the downstream asked for and authorize_connector as the

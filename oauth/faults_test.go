@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"io"
 	"net"
 	"net/http"
@@ -476,7 +477,7 @@ func TestRefreshSendsResource(t *testing.T) {
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(`{}`)), nil }
-	res, err := m.Transport("tracker", http.DefaultTransport).RoundTrip(req)
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +544,7 @@ func TestStepUp_InsufficientScopeAsksForTheUnion(t *testing.T) {
 
 	b.setStepUp("files:write")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
-	res, err := m.Transport("tracker", http.DefaultTransport).RoundTrip(req)
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}

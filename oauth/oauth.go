@@ -47,6 +47,8 @@ type Connector struct {
 	// Scopes requested; empty means what the downstream's challenge or
 	// metadata names.
 	Scopes []string
+	// PerCaller (`grants: caller`): each signed-in person's own grant.
+	PerCaller bool
 }
 
 // Options configure a Manager.
@@ -72,6 +74,10 @@ type Options struct {
 	OnGrantChange func(connector string)
 	// Audit receives one record per grant change and per flow started.
 	Audit func(ctx context.Context, rec AuditRecord)
+	// SessionActor finds the browser's console session at the callback; a
+	// per-caller connector's flow completes only in a browser signed in as
+	// the actor that started it. nil: no per-caller flow can complete.
+	SessionActor SessionActor
 	// Stylesheet is the same-origin path of the stylesheet the callback
 	// page links (the console's); "" leaves the page unstyled.
 	Stylesheet string
@@ -89,8 +95,10 @@ const (
 type AuditRecord struct {
 	Connector string `json:"connector"`
 	// Action: flow_started, granted, refreshed_failed, dropped, revoked.
-	Action  string `json:"action"`
-	Actor   string `json:"actor,omitempty"`
+	Action string `json:"action"`
+	Actor  string `json:"actor,omitempty"`
+	// Owner is whose grant, on a per-caller connector (display form).
+	Owner   string `json:"owner,omitempty"`
 	Issuer  string `json:"issuer,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -195,7 +203,7 @@ func (m *Manager) ClientMetadataURL() string {
 
 func (m *Manager) audit(ctx context.Context, rec AuditRecord) {
 	m.log.LogAttrs(ctx, slog.LevelInfo, "oauth audit", slog.String("connector", rec.Connector),
-		slog.String("action", rec.Action), slog.String("actor", rec.Actor), slog.String("issuer", rec.Issuer),
+		slog.String("action", rec.Action), slog.String("actor", rec.Actor), slog.String("owner", rec.Owner), slog.String("issuer", rec.Issuer),
 		slog.String("outcome", rec.Outcome), slog.String("message", rec.Message))
 	if m.opts.Audit != nil {
 		m.opts.Audit(ctx, rec)

@@ -82,6 +82,8 @@ func (s *Server) Handler() http.Handler {
 		// The console sets its own CSP and headers over securityHeaders'.
 		mux.Handle("/operator", s.opts.Operator)
 		mux.Handle("/operator/", s.opts.Operator)
+		mux.Handle("/me", s.opts.Operator) // a person's own connections: the same console and sign-in
+		mux.Handle("/me/", s.opts.Operator)
 	}
 	return s.logged(securityHeaders(s.hostChecked(mux)))
 }

@@ -68,7 +68,7 @@ func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo
 	if s.opts.OAuth != nil && s.opts.OAuth.Has(id) {
 		who := oauth.Caller{}
 		if info != nil {
-			who = oauth.Caller{Actor: info.actor, Operator: info.operator}
+			who = oauth.Caller{Actor: info.actor, Who: info.who, Operator: info.operator}
 		}
 		st, oerr := s.opts.OAuth.Authorize(ctx, id, force, who)
 		if oerr != nil {

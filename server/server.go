@@ -375,7 +375,8 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		info = &perCall
 	}
 	ctx = context.WithValue(ctx, requestInfoKey{}, info)
-	if info.view != nil { // every door below asks this view (gateway.View)
+	ctx = gateway.WithActor(ctx, info.who) // per-caller connectors use this actor's own grant
+	if info.view != nil {                  // every door below asks this view (gateway.View)
 		ctx = gateway.WithView(ctx, info.view)
 	}
 	// A cancellation naming this request (actor, JSON-RPC id) does what a
