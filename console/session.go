@@ -19,6 +19,7 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -374,12 +375,8 @@ func errText(err error) string {
 	return clipText(err.Error())
 }
 
-func clipText(s string) string {
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
+// clipText bounds text shown on a page (an error, an operator's input).
+func clipText(s string) string { return jstext.Clamp(s, 200) }
 
 func originOf(raw string) string {
 	i := strings.Index(raw, "://")
