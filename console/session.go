@@ -342,15 +342,29 @@ func (c *Console) mutation(h http.HandlerFunc) http.Handler {
 	})
 }
 
-// sameOrigin: the browser's Origin must be publicUrl's origin; without an
-// Origin header (or with "null"), Sec-Fetch-Site — which a page cannot
-// set — must say same-origin. Neither: refused.
+// sameOrigin is the standard library's cross-origin check
+// (http.CrossOriginProtection, as server/http.go applies to /mcp:
+// Sec-Fetch-Site, else Origin against Host) with publicUrl's origin trusted,
+// since a proxy may rewrite Host. Two narrowings, because a console form is
+// only ever posted by a browser: a request with neither header is refused,
+// and an Origin, when sent, must be publicUrl's origin.
 func (c *Console) sameOrigin(r *http.Request) bool {
 	want := c.publicOrigin()
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		return want != "" && o == want
+	o := r.Header.Get("Origin")
+	if o == "null" {
+		o = ""
 	}
-	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+	if o == "" && r.Header.Get("Sec-Fetch-Site") == "" {
+		return false
+	}
+	cop := http.NewCrossOriginProtection() // per request: publicUrl reloads
+	if want != "" && cop.AddTrustedOrigin(want) != nil {
+		return false
+	}
+	if cop.Check(r) != nil {
+		return false
+	}
+	return o == "" || o == want
 }
 
 func (c *Console) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
