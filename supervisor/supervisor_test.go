@@ -23,6 +23,7 @@ import (
 
 	"github.com/connecta-dev/connecta/ipc"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -654,13 +655,7 @@ func TestSpares_IdleSpareDeathIsReplaced(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, cond, "condition not reached")
 }
 
 // A burst far above capacity: every caller gets a result or a typed
