@@ -36,7 +36,7 @@ type host struct {
 }
 
 // Log streams each console entry the child accepted to the caller, when it
-// asked (issue 10); the result's logs still come from the presented prefix
+// asked for log messages, as they happen; the result's logs still come from the presented prefix
 // (R5). The child's truncation markers are not the program's text and do
 // not stream (the result's logs still show them).
 func (h *host) Log(level, text string) {

@@ -2,7 +2,7 @@
 // contract S1): whole-token matching with narrow inflections, IDF-weighted
 // scoring across every searched catalog, complete matches first, exact tool
 // names competing with them, ≥ 2-term partials as filler, and the any-term
-// fallback when nothing is complete. It imports nothing of ours.
+// fallback when nothing is complete. Of ours it imports only jstext.
 package lexical
 
 import (
