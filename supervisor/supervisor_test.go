@@ -467,6 +467,21 @@ func TestL3_WallDeadlineKills(t *testing.T) {
 	}
 }
 
+// A log frame flagged as the engine's truncation marker is never handed to
+// the host's Log: it is not the program's entry, whatever its text (the
+// child's done frame still carries it in the log prefix).
+func TestRun_MarkerFramesStayInThePrefixOnly(t *testing.T) {
+	p := newFakePool(t, Options{Slots: 1}, "ok")
+	h := newTestHost()
+	res, err := run(t, p.Pool, "log:first;marker:[log TRUNCATED after 1 entries]", h, Limits{})
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	if got := h.seen(); strings.Join(got, "|") != "first" {
+		t.Fatalf("the host's Log saw %q, want only the program's entry", got)
+	}
+}
+
 func TestL2_CancelAbortsHostCallsThenKills(t *testing.T) {
 	p := newFakePool(t, Options{Slots: 1}, "ok")
 	h := newTestHost()
