@@ -7,10 +7,10 @@
 # third_party/wazero.patch. OUT must not exist.
 #
 # The packages in $WAZERO_TESTED (the Makefile's: the ones the patch
-# touches, and the file cache its store stands in for) keep their *_test.go files, their testdata
-# directories and every file their tests embed, from any package (go list
-# names them), so `make test-wazero` runs wazero's own tests of the patched
-# code.
+# touches, and the file cache its store stands in for) keep their *_test.go
+# files, their testdata directories and every file their tests embed, from
+# any package (go list names them), so `make test-wazero` runs wazero's own
+# tests of the patched code.
 set -euo pipefail
 out=${1:?usage: derive-wazero.sh OUT}
 : "${WAZERO_VERSION:?}" "${WAZERO_SUM:?}" "${WAZERO_TESTED:?}"
@@ -28,11 +28,11 @@ fi
 read -r -a tested <<<"$WAZERO_TESTED"
 # the tested packages' directories, then every file their tests embed
 # shellcheck disable=SC2016
-keep=$(cd "$dir" && GOFLAGS=-mod=mod go list -test -deps -f '{{if .Module}}{{if eq .Module.Path "github.com/tetratelabs/wazero"}}{{$d := .Dir}}{{range .EmbedFiles}}{{$d}}/{{.}}
+keep=$(cd "$dir" && GOWORK=off GOFLAGS=-mod=mod go list -test -deps -f '{{if .Module}}{{if eq .Module.Path "github.com/tetratelabs/wazero"}}{{$d := .Dir}}{{range .EmbedFiles}}{{$d}}/{{.}}
 {{end}}{{range .TestEmbedFiles}}{{$d}}/{{.}}
 {{end}}{{range .XTestEmbedFiles}}{{$d}}/{{.}}
 {{end}}{{end}}{{end}}' "${tested[@]}")
-dirs=$(cd "$dir" && go list -f '{{.Dir}}' "${tested[@]}")
+dirs=$(cd "$dir" && GOWORK=off GOFLAGS=-mod=mod go list -f '{{.Dir}}' "${tested[@]}")
 mkdir -p "$out"
 (cd "$dir" && find . -type f ! -name '*_test.go' ! -path '*/testdata/*' ! -path './.*' ! -name '.*' -print0 |
 	xargs -0 cp --parents -t "$out")
