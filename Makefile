@@ -1,7 +1,7 @@
 # connecta — build, test, engine build.
 GO ?= go
 
-.PHONY: build child run test test-long test-race lint fuzz wasm wasm-verify bench bench-go wazero wazero-verify
+.PHONY: build child run test test-long test-race lint fuzz wasm wasm-verify bench bench-go wazero wazero-verify test-wazero
 
 # Version stamp for `connecta version` (main.version, main.commit); without
 # git, the binary falls back to what Go records, then to "dev".
@@ -167,7 +167,12 @@ wasm-verify:
 # difference from the committed tree.
 WAZERO_VERSION := v1.12.0
 WAZERO_SUM := h1:DuWcpNu/FzgEXgGBDp8J1Spc+CWOvvtvVyjKlaZopYU=
-export WAZERO_VERSION WAZERO_SUM
+# the packages whose own tests the derived tree keeps and test-wazero runs:
+# every package third_party/wazero.patch touches, and the file cache its
+# store stands in for
+WAZERO_TESTED := . ./experimental ./internal/engine/wazevo/... ./internal/filecache/... \
+	./internal/platform/... ./internal/wasm/... ./internal/expctxkeys/... ./internal/version/...
+export WAZERO_VERSION WAZERO_SUM WAZERO_TESTED
 
 wazero:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -182,6 +187,11 @@ wazero-verify:
 		head -50 "$$tmp/diff" >&2; \
 		echo "wazero-verify: third_party/wazero differs from $(WAZERO_VERSION) + third_party/wazero.patch (run make wazero)" >&2; exit 1; \
 	fi && echo "wazero-verify: third_party/wazero is $(WAZERO_VERSION) + third_party/wazero.patch"
+
+# test-wazero: wazero's own tests of the patched packages, in the derived
+# tree (its own module), as upstream runs them (docs/wazero-patch.md).
+test-wazero:
+	cd third_party/wazero && $(GO) test -count=1 $(WAZERO_TESTED)
 
 # --- integration: third-party MCP server and load ---
 .PHONY: everything test-everything-http load

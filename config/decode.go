@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -242,7 +243,7 @@ func (d *decoder) fields(n *yaml.Node, path string, allowed ...string) (map[stri
 			continue
 		}
 		seen[k.Value] = k.Line
-		if !contains(allowed, k.Value) {
+		if !slices.Contains(allowed, k.Value) {
 			d.fail(k, field, "unknown key%s", suggest(k.Value, allowed))
 			continue
 		}
@@ -252,15 +253,6 @@ func (d *decoder) fields(n *yaml.Node, path string, allowed ...string) (map[stri
 		out[k.Value] = entry{key: k, val: v}
 	}
 	return out, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // suggest names the allowed key the unknown one most likely meant.
@@ -785,9 +777,9 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			switch {
 			case len(argv) == 0 || argv[0] == "":
 				d.fail(e.val, path+".command", "must name a program: [program, arg, …]")
-			case slicesContainFunc(argv, func(a string) bool { return strings.ContainsRune(a, 0) }):
+			case slices.ContainsFunc(argv, func(a string) bool { return strings.ContainsRune(a, 0) }):
 				d.fail(e.val, path+".command", "must not contain NUL bytes")
-			case slicesContainFunc(argv, func(a string) bool { return strings.Contains(a, "${") }):
+			case slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "${") }):
 				d.fail(e.val, path+".command", "secret references are resolved only in env; pass credentials through env")
 			default:
 				c.Command = argv
@@ -885,15 +877,6 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 		d.warn(m.Line, m.Field, "%s is unresolved (%s); connector %q loads, but its calls fail auth_required until it is provided", m.Reference, m.Reason, c.ID)
 	}
 	return c, len(d.errs) == before
-}
-
-func slicesContainFunc(list []string, f func(string) bool) bool {
-	for _, s := range list {
-		if f(s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
@@ -1106,13 +1089,9 @@ func (d *decoder) resolveConnectorValue(segs []segment, n *yaml.Node, field stri
 	return value, true
 }
 
+// containsFold: s is in list, ASCII case aside (header names).
 func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(list, func(x string) bool { return strings.EqualFold(x, s) })
 }
 
 // toolList decodes readOnly / approvalRequired; other maps tool names of the

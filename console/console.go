@@ -42,6 +42,7 @@ import (
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/internal/secheader"
 	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/vault"
@@ -57,7 +58,7 @@ const (
 	SessionCookie  = "__Host-connecta-session"
 	signinCookie   = "__Host-connecta-signin"
 	// CSP is the pinned policy of every console page (docs/DECISIONS.md).
-	CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
+	CSP = secheader.ConsoleCSP
 
 	// CredentialName is the vault name of a connector's `credential` value.
 	CredentialName = "value"
@@ -198,22 +199,8 @@ func (c *Console) Handler() http.Handler {
 	return headers(mux)
 }
 
-// headers sets the console's response headers on every answer.
-func headers(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", CSP)
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("X-Content-Type-Options", "nosniff")
-		// same-origin, not no-referrer: under no-referrer a browser sends
-		// "Origin: null" on the console's own form posts, and the origin
-		// check needs the real one. Other origins still get no Referer.
-		h.Set("Referrer-Policy", "same-origin")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
-}
+// headers sets the console's security headers on every answer.
+func headers(next http.Handler) http.Handler { return secheader.Handler(secheader.Console, next) }
 
 func (c *Console) cfg() *config.Config { return c.o.Config() }
 

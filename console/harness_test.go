@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/console"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 const (
@@ -52,7 +52,7 @@ type harness struct {
 	pinned *mcp.Server
 	yaml   string // the configuration (its listen address is the first replica's)
 	env    map[string]string
-	logs   *syncBuffer // everything connecta logged, at debug level
+	logs   *testkit.Buffer // everything connecta logged, at debug level
 }
 
 func startHarness(t *testing.T) *harness { t.Helper(); return startHarnessWith(t, "") }
@@ -118,7 +118,7 @@ connectors:
 `, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) +
 		strings.ReplaceAll(extra, "{{protected}}", h.rs.URL) // more connectors may follow, at the protected server
 	h.yaml, h.env = yaml, env
-	h.logs = &syncBuffer{}
+	h.logs = &testkit.Buffer{}
 	h.app = h.serve(t, ln)
 	return h
 }
@@ -371,23 +371,6 @@ func chromiumPath(t *testing.T) string {
 	}
 	t.Skipf("chromium is not installed (apt-get install chromium); skipping the browser test")
 	return ""
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // noSecretLogged fails t if any of secrets appears in connecta's log.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/store"
 )
 
@@ -401,15 +402,29 @@ func (c *Console) mutationFor(h http.HandlerFunc, operatorOnly bool) http.Handle
 	})
 }
 
-// sameOrigin: the browser's Origin must be publicUrl's origin; without an
-// Origin header (or with "null"), Sec-Fetch-Site — which a page cannot
-// set — must say same-origin. Neither: refused.
+// sameOrigin is the standard library's cross-origin check
+// (http.CrossOriginProtection, as server/http.go applies to /mcp:
+// Sec-Fetch-Site, else Origin against Host) with publicUrl's origin trusted,
+// since a proxy may rewrite Host. Two narrowings, because a console form is
+// only ever posted by a browser: a request with neither header is refused,
+// and an Origin, when sent, must be publicUrl's origin.
 func (c *Console) sameOrigin(r *http.Request) bool {
 	want := c.publicOrigin()
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		return want != "" && o == want
+	o := r.Header.Get("Origin")
+	if o == "null" {
+		o = ""
 	}
-	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+	if o == "" && r.Header.Get("Sec-Fetch-Site") == "" {
+		return false
+	}
+	cop := http.NewCrossOriginProtection() // per request: publicUrl reloads
+	if want != "" && cop.AddTrustedOrigin(want) != nil {
+		return false
+	}
+	if cop.Check(r) != nil {
+		return false
+	}
+	return o == "" || o == want
 }
 
 func (c *Console) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
@@ -434,12 +449,8 @@ func errText(err error) string {
 	return clipText(err.Error())
 }
 
-func clipText(s string) string {
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
+// clipText bounds text shown on a page (an error, an operator's input).
+func clipText(s string) string { return jstext.Clamp(s, 200) }
 
 func originOf(raw string) string {
 	i := strings.Index(raw, "://")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -107,7 +108,7 @@ func parseBlock(args json.RawMessage) (json.RawMessage, mcp.Content, *gateway.Er
 	}
 	var extra []string
 	for _, k := range keys {
-		if !contains(want, k) {
+		if !slices.Contains(want, k) {
 			extra = append(extra, jstext.Quote(jstext.Clamp(k, 64)))
 		}
 	}
@@ -173,15 +174,6 @@ func objectFields(raw []byte) ([]string, map[string]json.RawMessage, error) {
 		fields[k] = v
 	}
 	return keys, fields, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func clipRaw(b []byte, n int) []byte {

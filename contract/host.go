@@ -11,7 +11,6 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
-	"github.com/connecta-dev/connecta/guest"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/supervisor"
 )
@@ -38,20 +37,15 @@ type host struct {
 }
 
 // Log streams each console entry the child accepted to the caller, when it
-// asked (issue 10); the result's logs still come from the presented prefix
-// (R5). The child's truncation markers are not the program's text and do
-// not stream (the result's logs still show them).
+// asked for log messages, as they happen; the result's logs still come from
+// the presented prefix (R5). The child's truncation markers are not the
+// program's text and never reach here (the supervisor holds them back by
+// the log frame's Marker flag; the result's logs still show them).
 func (h *host) Log(level, text string) {
-	if h.notify == nil || isLogMarker(text) {
+	if h.notify == nil {
 		return
 	}
 	h.notify.ConsoleEntry(level, redact(text, h.secret))
-}
-
-// isLogMarker is the child's count or size marker (guest.LogCountMarker,
-// guest.LogSizeMarker): after either, the child captures nothing more.
-func isLogMarker(text string) bool {
-	return text == guest.LogSizeMarker || text == guest.LogCountMarker(guest.DefaultMaxLogEntries)
 }
 
 // Call dispatches one host call. A typed failure returns its authenticated

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/connecta-dev/connecta/gateway/validate"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -377,7 +378,7 @@ func (st *state) searchIssues(raw json.RawMessage) (any, error) {
 		if a.Project != "" && !strings.EqualFold(is.Project, a.Project) ||
 			a.Status != "" && is.Status != a.Status ||
 			a.Priority != "" && is.Priority != a.Priority ||
-			a.Label != "" && !containsFold(is.Labels, a.Label) {
+			a.Label != "" && !slices.ContainsFunc(is.Labels, func(l string) bool { return strings.EqualFold(l, a.Label) }) {
 			continue
 		}
 		switch {
@@ -421,15 +422,6 @@ func (st *state) searchIssues(raw json.RawMessage) (any, error) {
 		p.NextCursor = encodeCursor(offset + a.Limit)
 	}
 	return p, nil
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (st *state) findIssue(id string) *issue {
@@ -529,7 +521,7 @@ func (st *state) listLabels(json.RawMessage) (any, error) {
 	for _, l := range st.data.Labels {
 		r := row{label: l}
 		for _, is := range st.data.Issues {
-			if containsFold(is.Labels, l.Name) {
+			if slices.ContainsFunc(is.Labels, func(x string) bool { return strings.EqualFold(x, l.Name) }) {
 				r.IssueCount++
 			}
 		}

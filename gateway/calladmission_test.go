@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // gateOf builds one connector's gate on the real clock (inside a synctest
@@ -348,18 +350,14 @@ func TestCallAdmission_CancelledQueuedCallConsumesNothingDownstream(t *testing.T
 		held <- gerr
 	}()
 	c := env.g.lookup("h")
-	for m.callPOST.Load() == 0 { // the holder's call is at the downstream
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return m.callPOST.Load() > 0 }, "the holder's call never reached the downstream")
 	ctx, cancel := context.WithCancel(context.Background())
 	queued := make(chan *Error, 1)
 	go func() {
 		_, gerr := env.g.Invoke(ctx, nil, CallRequest{Address: "h.read_items", Source: "call_tool"})
 		queued <- gerr
 	}()
-	for c.gate.snapshot().Queued == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return c.gate.snapshot().Queued > 0 }, "the second call never queued")
 	cancel()
 	if gerr := <-queued; gerr == nil || gerr.Code != CodeCancelled {
 		t.Fatalf("cancelled while queued: %v", gerr)

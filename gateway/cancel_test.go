@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/gateway/activity"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // abortWatch is a loopback go-sdk downstream whose "block" tool waits until
@@ -102,25 +103,14 @@ func newAbortWatch(t *testing.T, opts *mcp.StreamableHTTPOptions) *abortWatch {
 
 func (w *abortWatch) waitEntered(t *testing.T, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for w.entered.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatal("the downstream tool never started")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return w.entered.Load() >= n }, "the downstream tool never started")
 }
 
 // waitAborted polls (generously) until the downstream saw its request end.
 func (w *abortWatch) waitAborted(t *testing.T, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for w.aborted.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the downstream request was never aborted (tool ctx ended %d times)", w.toolDone.Load())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return w.aborted.Load() >= n },
+		"the downstream request was never aborted (tool ctx ended %d times)", w.toolDone.Load())
 }
 
 func eventsFor(rec *activity.Recorder, address string) []activity.Event {

@@ -91,7 +91,7 @@ type CallRequest struct {
 
 	// Progress, when set, asks the downstream for progress notifications
 	// and receives each one (its progress, total and message) while the call
-	// runs (issue 10). Calls come from the connector's session, in order,
+	// runs, so a program's caller sees it live. Calls come from the connector's session, in order,
 	// and every notification the downstream sent before its result is
 	// delivered before Invoke returns.
 	Progress func(Progress)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestS5_UnwrapsDownstreamResults(t *testing.T) {
@@ -515,9 +517,7 @@ func TestDeadline_AdmissionAndScope(t *testing.T) {
 	}()
 	// Wait until the hanging call holds the only permit.
 	c := env.g.lookup("t")
-	for c.gate.snapshot().Active == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return c.gate.snapshot().Active > 0 }, "the hanging call never held the permit")
 	res, gerr := env.call(t, "t.read_items", "", false)
 	if gerr == nil || gerr.Code != CodeTimeout || gerr.Message != "Tool call timed out after 300ms" || res.Attempts != 0 {
 		t.Fatalf("admission inside the deadline: %v", gerr)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // statefulHTTP is a real go-sdk server over streamable HTTP whose tool
@@ -77,13 +79,7 @@ func scopeCalls(t testing.TB, g *Gateway, n int) []string {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, cond, "timed out waiting for %s", what)
 }
 
 // TestP4_SessionPerScopeOnHTTP: each scope (execution or top-level call)

@@ -176,6 +176,10 @@ type Reply struct {
 type LogEntry struct {
 	Level string // log, info, warn, error, debug
 	Text  string
+	// Marker: the entry is LogCountMarker or LogSizeMarker, written by the
+	// engine when the log stopped, not the program's text (a program that
+	// logs the same text is not a marker).
+	Marker bool
 }
 
 // Host is what the guest can reach. Call is invoked on the engine's goroutine

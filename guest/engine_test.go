@@ -894,3 +894,36 @@ func TestMathRandom_SeededPerRunNotFromTheClock(t *testing.T) {
 		t.Fatal("two unseeded runs repeated a sequence")
 	}
 }
+
+// The engine's count and size markers reach the host flagged as markers; a
+// program that logs the very same text gets a plain entry. The flag, not the
+// text, is what keeps a marker out of the stream (contract, supervisor).
+func TestX4_MarkersAreFlaggedNotRecognizedByText(t *testing.T) {
+	e := newTestEngine(t, EngineOptions{})
+	for _, tc := range []struct{ name, code, marker string }{
+		{"count", `async () => { console.log(` + strconv.Quote(LogCountMarker(200)) + `); for (let i = 0; i < 500; i++) console.log(i); return 1; }`, LogCountMarker(200)},
+		{"size", `async () => { console.log(` + strconv.Quote(LogSizeMarker) + `); const big = "y".repeat(25e6); for (let i = 0; i < 200; i++) console.log(big); return 1; }`, LogSizeMarker},
+	} {
+		h := &testHost{}
+		out := runProgram(t, e, h, Program{Code: tc.code, Limits: Limits{Wall: time.Minute, CPUTime: 5 * time.Second}})
+		wantValue(t, out, "1")
+		h.mu.Lock()
+		logs := h.logs
+		h.mu.Unlock()
+		if len(logs) < 2 {
+			t.Fatalf("%s: %d entries", tc.name, len(logs))
+		}
+		first, last := logs[0], logs[len(logs)-1]
+		if first.Text != tc.marker || first.Marker {
+			t.Errorf("%s: the program's own entry %q came flagged %v, want its text unflagged", tc.name, first.Text, first.Marker)
+		}
+		if last.Text != tc.marker || !last.Marker {
+			t.Errorf("%s: the last entry %q flagged %v, want the marker, flagged", tc.name, last.Text, last.Marker)
+		}
+		for _, l := range logs[1 : len(logs)-1] {
+			if l.Marker {
+				t.Fatalf("%s: a program entry came flagged as a marker", tc.name)
+			}
+		}
+	}
+}

@@ -431,11 +431,17 @@ func (r *run) settler(id uint32) func(Reply) {
 	}
 }
 
+// logMarkerBit on a log call's level marks the count or size marker
+// (setup.js's MARKER).
+const logMarkerBit = 8
+
 func (r *run) hostLog(level, ptr, n uint32) {
 	b, ok := r.mem.Read(ptr, n)
 	if !ok {
 		return
 	}
+	marker := level&logMarkerBit != 0
+	level &^= logMarkerBit
 	name := "log"
 	if int(level) < len(logLevels) {
 		name = logLevels[level]
@@ -443,5 +449,5 @@ func (r *run) hostLog(level, ptr, n uint32) {
 	// A lone surrogate arrives as WTF-8: one U+FFFD, not one per byte.
 	text := jstext.FromWTF8(string(b))
 	r.logs = append(r.logs, text)
-	r.host.Log(LogEntry{Level: name, Text: text})
+	r.host.Log(LogEntry{Level: name, Text: text, Marker: marker})
 }

@@ -135,6 +135,9 @@
 	// ---- console (R5, X4) ----
 	// The markers come from the host (guest/api.go) with the limits.
 	let ENTRY_MARKER = "", COUNT_MARKER = "", SIZE_MARKER = "", MAX_WEIGHT = 0;
+	// A count or size marker is logged with this bit on its level, so the
+	// host tells it from a program's entry with the same text (run.go).
+	const MARKER = 8;
 	const weight = (s) => utf8Length(stringify(stringify(s)));
 	let entries = 0, chars = 0, weightUsed = 0, stopped = false;
 
@@ -174,7 +177,7 @@
 		if (stopped) return;
 		if (entries >= limits.maxLogEntries) {
 			stopped = true;
-			log(level, COUNT_MARKER);
+			log(level | MARKER, COUNT_MARKER);
 			return;
 		}
 		let text = format(args);
@@ -182,7 +185,7 @@
 		const w = weight(text);
 		if (chars + text.length > limits.maxLogChars || weightUsed + w > MAX_WEIGHT) {
 			stopped = true;
-			log(level, SIZE_MARKER);
+			log(level | MARKER, SIZE_MARKER);
 			return;
 		}
 		entries++;

@@ -20,6 +20,7 @@ import (
 
 	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Verifier defaults.
@@ -60,7 +61,7 @@ type VerifierOptions struct {
 }
 
 // Verifier checks JWT access tokens (RFC 9068) of one provider for one
-// resource with go-oidc: the signature against the provider's JWKS (found
+// resource: the signature against the provider's JWKS (found
 // by discovery when first needed, cached, refreshed on an unknown key id
 // and when older than KeyMaxAge), then issuer, audience, typ at+jwt,
 // expiry and not-before with a small clock skew, then the callers and
@@ -74,7 +75,6 @@ type Verifier struct {
 	now              func() time.Time
 	log              *slog.Logger
 	keys             *keySet
-	v                *oidc.IDTokenVerifier
 }
 
 // NewVerifier builds a Verifier. It contacts nobody: discovery and keys are
@@ -110,10 +110,6 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if v.keys.maxAge <= 0 {
 		v.keys.maxAge = DefaultKeyMaxAge
 	}
-	// Expiry is checked here with the skew (go-oidc's check has none);
-	// issuer and audience by go-oidc.
-	v.v = oidc.NewVerifier(o.Issuer, v.keys, &oidc.Config{ClientID: o.Audience, SupportedSigningAlgs: signingAlgs,
-		SkipExpiryCheck: true, Now: v.now})
 	return v, nil
 }
 
@@ -132,13 +128,37 @@ type header struct {
 // claims are the registered claims read after verification.
 type claims struct {
 	Issuer    string   `json:"iss"`
+	Audience  audience `json:"aud"`
 	Subject   string   `json:"sub"`
 	Expiry    *float64 `json:"exp"`
 	NotBefore *float64 `json:"nbf"`
 	IssuedAt  *float64 `json:"iat"`
 }
 
-// Verify checks a bearer token and the callers rule.
+// audience is the aud claim: one string or an array of them (RFC 7519
+// 4.1.3). Anything else does not decode, and the token is refused.
+type audience []string
+
+func (a *audience) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*a = audience{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("aud is neither a string nor an array of strings")
+	}
+	*a = many
+	return nil
+}
+
+// Verify checks a bearer token and the callers rule: its shape (three
+// base64url parts, a JSON header with an accepted alg and typ at+jwt, one
+// signature), the issuer before any key is tried, the signature against
+// the provider's keys, then the signed claims (iss, aud, exp/nbf/iat, sub)
+// and the rules. go-oidc only discovers the provider; every verdict is
+// this package's own.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Caller, *Rejection) {
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
@@ -164,29 +184,37 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Caller, *Rejection) 
 		return Caller{}, unauthorized(ReasonWrongIssuer, fmt.Sprintf("The access token was issued by %q; this server accepts tokens from %s only.", clip(pre.Issuer), v.issuer))
 	}
 
-	var outcome keyOutcome
-	idt, err := v.v.Verify(context.WithValue(ctx, keyOutcomeKey{}, &outcome), raw)
+	jws, err := jose.ParseSigned(raw, joseAlgs)
+	if err != nil || len(jws.Signatures) != 1 {
+		return Caller{}, unauthorized(ReasonBadAlgorithm, "The access token is malformed or uses an algorithm that is not accepted.")
+	}
+	payload, err := v.keys.verify(ctx, jws)
 	if err != nil {
-		switch {
-		case outcome.reason == ReasonProviderUnavailable:
-			return Caller{}, reject(http.StatusServiceUnavailable, ReasonProviderUnavailable,
-				"The identity provider's signing keys cannot be fetched and none are cached; retry shortly.")
-		case outcome.reason == ReasonUnknownKey:
-			return Caller{}, unauthorized(ReasonUnknownKey, "The access token is signed with a key the identity provider does not publish.")
-		case outcome.reason == ReasonBadSignature:
-			return Caller{}, unauthorized(ReasonBadSignature, "The access token's signature does not verify.")
-		case strings.Contains(err.Error(), "expected audience"):
-			return Caller{}, unauthorized(ReasonWrongAudience, "The access token is not for this resource; request it with resource="+v.audience+".")
-		case strings.Contains(err.Error(), "malformed jwt"):
-			return Caller{}, unauthorized(ReasonBadAlgorithm, "The access token is malformed or uses an algorithm that is not accepted.")
-		default:
+		var kerr *keyError
+		if !errors.As(err, &kerr) {
 			return Caller{}, unauthorized(ReasonInvalidToken, "The access token is not valid.")
 		}
+		switch kerr.reason {
+		case ReasonProviderUnavailable:
+			return Caller{}, reject(http.StatusServiceUnavailable, ReasonProviderUnavailable,
+				"The identity provider's signing keys cannot be fetched and none are cached; retry shortly.")
+		case ReasonUnknownKey:
+			return Caller{}, unauthorized(ReasonUnknownKey, "The access token is signed with a key the identity provider does not publish.")
+		default:
+			return Caller{}, unauthorized(ReasonBadSignature, "The access token's signature does not verify.")
+		}
 	}
+	// The claims read from here on are the signed ones.
 	var c claims
 	all := map[string]any{}
-	if idt.Claims(&c) != nil || idt.Claims(&all) != nil {
+	if json.Unmarshal(payload, &c) != nil || json.Unmarshal(payload, &all) != nil {
 		return Caller{}, unauthorized(ReasonInvalidToken, "The access token's claims do not decode.")
+	}
+	if c.Issuer != v.issuer {
+		return Caller{}, unauthorized(ReasonWrongIssuer, fmt.Sprintf("The access token was issued by %q; this server accepts tokens from %s only.", clip(c.Issuer), v.issuer))
+	}
+	if !slices.Contains(c.Audience, v.audience) {
+		return Caller{}, unauthorized(ReasonWrongAudience, "The access token is not for this resource; request it with resource="+v.audience+".")
 	}
 	if rej := c.checkTimes(v.now(), v.skew); rej != nil {
 		return Caller{}, rej
@@ -270,20 +298,29 @@ func MatchRule(r config.Rule, claims map[string]any) bool {
 	return false
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return strings.ToValidUTF8(s, "?")
+// clip bounds a token's own text (alg, iss) echoed in a refusal.
+func clip(s string) string { return jstext.Clamp(s, 80) }
+
+// keyError is the key set's verdict on a signature: reason is
+// ReasonProviderUnavailable, ReasonUnknownKey or ReasonBadSignature.
+type keyError struct {
+	reason string
+	err    error
 }
 
-// keyOutcome carries the key set's verdict out through go-oidc, whose
-// error wraps it as text.
-type keyOutcome struct{ reason string }
+func (e *keyError) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
 
-type keyOutcomeKey struct{}
+// joseAlgs are signingAlgs as go-jose names them.
+var joseAlgs = func() []jose.SignatureAlgorithm {
+	out := make([]jose.SignatureAlgorithm, len(signingAlgs))
+	for i, a := range signingAlgs {
+		out[i] = jose.SignatureAlgorithm(a)
+	}
+	return out
+}()
 
-// keySet is the provider's JWKS (an oidc.KeySet): found by discovery, cached,
+// keySet is the provider's JWKS: found by discovery, cached,
 // refetched when a token names a key id it does not hold or its signature
 // fails under a known one (at most once per refreshEvery) and when older
 // than maxAge; a fetch that fails leaves the cached keys in use.
@@ -303,20 +340,9 @@ type keySet struct {
 	triedAt   time.Time // last attempt
 }
 
-func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	out, _ := ctx.Value(keyOutcomeKey{}).(*keyOutcome)
-	if out == nil {
-		out = &keyOutcome{}
-	}
-	algs := make([]jose.SignatureAlgorithm, len(signingAlgs))
-	for i, a := range signingAlgs {
-		algs[i] = jose.SignatureAlgorithm(a)
-	}
-	jws, err := jose.ParseSigned(raw, algs)
-	if err != nil || len(jws.Signatures) != 1 {
-		out.reason = ReasonBadAlgorithm
-		return nil, errors.New("unparsable or multiply signed JWS")
-	}
+// verify checks jws's one signature against the provider's keys and
+// returns its payload, or a *keyError.
+func (k *keySet) verify(ctx context.Context, jws *jose.JSONWebSignature) ([]byte, error) {
 	kid := jws.Signatures[0].Header.KeyID
 
 	keys, stale, recent := k.cached()
@@ -330,12 +356,10 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 		case len(cands) == 0:
 			// Nothing cached, or a key id we may not know only because the
 			// provider cannot be asked (a rotation): not the caller's fault.
-			out.reason = ReasonProviderUnavailable
-			return nil, err
+			return nil, &keyError{ReasonProviderUnavailable, err}
 		}
 	} else if len(keys) == 0 {
-		out.reason = ReasonProviderUnavailable // the last attempt just failed
-		return nil, errFetch
+		return nil, &keyError{ReasonProviderUnavailable, errFetch} // the last attempt just failed
 	}
 	if payload, ok := verifyWith(jws, cands); ok {
 		return payload, nil
@@ -352,11 +376,9 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 		}
 	}
 	if len(cands) == 0 {
-		out.reason = ReasonUnknownKey
-		return nil, errors.New("no key with that id")
+		return nil, &keyError{ReasonUnknownKey, errors.New("no key with that id")}
 	}
-	out.reason = ReasonBadSignature
-	return nil, errors.New("signature does not verify")
+	return nil, &keyError{ReasonBadSignature, errors.New("signature does not verify")}
 }
 
 func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey) ([]byte, bool) {

@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
-
 	"github.com/connecta-dev/connecta/accesstoken"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/inbound"
 	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/test/idptest"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 )
 
@@ -71,20 +70,7 @@ func wantRefusal(t *testing.T, what string, rej *inbound.Rejection, status int, 
 // sign makes a JWT with payload under key (kid) and header typ at+jwt.
 func sign(t *testing.T, key *ecdsa.PrivateKey, kid string, payload []byte) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
-		(&jose.SignerOptions{}).WithType("at+jwt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return idptest.Sign(t, key, kid, "at+jwt", json.RawMessage(payload))
 }
 
 func b64(v any) string {

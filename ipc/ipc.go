@@ -91,9 +91,11 @@ type Message struct {
 	OK    bool            `json:"ok,omitempty"`
 	Value json.RawMessage `json:"value,omitempty"`
 	Err   string          `json:"err,omitempty"`
-	// log
-	Level string `json:"level,omitempty"`
-	Text  string `json:"text,omitempty"`
+	// log; Marker: the entry is the engine's count or size marker (the log
+	// stopped there), not the program's text
+	Level  string `json:"level,omitempty"`
+	Text   string `json:"text,omitempty"`
+	Marker bool   `json:"marker,omitempty"`
 
 	// ready (warm mode): the cache key of the compiled code the warm-up
 	// left in ChildCodeFD (loaded or written), for the parent to seal and

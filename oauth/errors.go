@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // Code is the call-facing failure class (the gateway's E2 codes).
@@ -81,14 +83,4 @@ func origin(raw string) string {
 }
 
 // clip bounds server- or SDK-authored prose in messages.
-func clip(s string) string {
-	const max = 300
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string) string { return jstext.Clamp(s, 300) }

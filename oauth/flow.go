@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/connecta-dev/connecta/actor"
+	"github.com/connecta-dev/connecta/internal/secheader"
 )
 
 // Status is authorize_connector's answer for an OAuth connector.
@@ -413,16 +414,13 @@ func scrub(s string) string {
 	return s
 }
 
-// writePage answers a minimal HTML page that loads nothing but the
-// same-origin stylesheet (when given) and is not cached, framed, or given a
-// referrer (its URL held a code).
+// writePage answers a minimal HTML page with the callback kind's headers
+// (secheader.Callback: it loads nothing but the same-origin stylesheet, when
+// given, and is not cached, framed, or given a referrer: its URL held a code).
 func writePage(w http.ResponseWriter, status int, title, text, stylesheet string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; frame-ancestors 'none'; form-action 'none'")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
+	secheader.Set(h, secheader.Callback)
 	w.WriteHeader(status)
 	link := ""
 	if stylesheet != "" {

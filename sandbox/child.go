@@ -366,7 +366,7 @@ func (h *ipcHost) Call(_ context.Context, c guest.Call, settle func(guest.Reply)
 // always fits; an entry that somehow does not is dropped from the stream (it
 // is still in the done frame's prefix).
 func (h *ipcHost) Log(e guest.LogEntry) {
-	_ = h.w.Write(&ipc.Message{Type: ipc.TypeLog, Level: e.Level, Text: e.Text})
+	_ = h.w.Write(&ipc.Message{Type: ipc.TypeLog, Level: e.Level, Text: e.Text, Marker: e.Marker})
 }
 
 func (h *ipcHost) readReplies(r *ipc.Reader) {

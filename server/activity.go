@@ -86,12 +86,7 @@ func parseActivityQuery(v url.Values) (activity.Query, error) {
 	return q, nil
 }
 
-func clampParam(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clampParam(s string) string { return jstext.Clamp(s, 64) }
 
 // serveActivity answers one page of payload-free activity events, newest
 // first: {events, nextCursor?}.

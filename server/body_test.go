@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func postMCP(t testing.TB, url, body string, header map[string]string) (int, string) {
@@ -159,13 +160,8 @@ func TestBodyTimeout_TricklersEnd408AndANormalCallerGetsThrough(t *testing.T) {
 		wg.Go(func() { results[i] = trickle(addr, 50*time.Millisecond, stop) })
 	}
 	// Let the tricklers take every permit.
-	deadline := time.Now().Add(5 * time.Second)
-	for h.srv.Health().Admission.Requests.Active < 16 {
-		if time.Now().After(deadline) {
-			t.Fatalf("tricklers hold %d permits", h.srv.Health().Admission.Requests.Active)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return h.srv.Health().Admission.Requests.Active >= 16 },
+		"the tricklers hold %d permits, want 16", h.srv.Health().Admission.Requests.Active)
 	start := time.Now()
 	cs := h.connect(t, "")
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "skills", Arguments: map[string]any{}}); err != nil {

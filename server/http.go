@@ -21,6 +21,7 @@ import (
 	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/internal/secheader"
 	"github.com/connecta-dev/connecta/jstext"
 )
 
@@ -125,18 +126,9 @@ func (s *Server) writeTimeout() time.Duration {
 	return set.requests.QueueTimeout + s.opts.ExecutorQueueTimeout + longest + writeGrace
 }
 
-func securityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Cross-Origin-Resource-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
-}
+// securityHeaders sets the API kind's headers on every answer; the console
+// and the OAuth callback page set their own kind over them.
+func securityHeaders(next http.Handler) http.Handler { return secheader.Handler(secheader.API, next) }
 
 // admitted takes a request permit before anything else, including auth
 // (docs/meta-tools.md §12), fairly between callers (admissionKey). The

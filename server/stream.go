@@ -274,8 +274,9 @@ func (st *requestStream) close() {
 
 type streamKey struct{}
 
-// ProgramNotifier is what execute_code's contract streams to (issue 10):
-// nil when the request asked for no progress and no log level.
+// ProgramNotifier is what execute_code's contract streams to (a program's
+// console entries and call progress, sent as MCP notifications while it
+// runs): nil when the request asked for no progress and no log level.
 func ProgramNotifier(ctx context.Context) interface {
 	ConsoleEntry(method, text string)
 	Progress()

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // rpcCall is one tools/call body with a chosen id and _meta.
@@ -135,19 +136,13 @@ func TestCancel_MatchedCancelAbortsDownstreamAndFreesTheSlot(t *testing.T) {
 	h := newHarness(t, harnessOptions{code: withStreamingCode})
 	answer := h.reply(t, rpcCall(7, "execute_code", map[string]any{"code": `async () => await connecta.call("down.slow", {})`}, nil), "")
 	<-h.down.slowStarted
-	start := time.Now()
 	h.cancel(t, 7, "")
 	select {
 	case <-h.down.slowCancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the downstream call was not aborted")
 	}
-	for p.Snapshot().Active != 0 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the slot was not released")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Snapshot().Active == 0 }, "the slot was not released")
 	if body := <-answer; !strings.Contains(body, `executor_cancelled`) {
 		t.Fatalf("answer: %s", body)
 	}
@@ -385,15 +380,9 @@ func TestStream_GoSDKClientProgressLogsAndCancel(t *testing.T) {
 		done <- err
 	}()
 	<-h.down.slowStarted
-	start := time.Now()
 	cancel()
 	<-h.down.slowCancelled
-	for p.Snapshot().Active != 0 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the slot was not released")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Snapshot().Active == 0 }, "the slot was not released")
 	<-done
 }
 

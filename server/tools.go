@@ -65,8 +65,10 @@ const (
 		`(the connecta.search/describe/call/emit surface, budgets, deadlines, errors); "connector:<id>" returns that connector's guide.`
 )
 
-// Hand-written input schemas (docs/PITFALLS.md: no inferred additionalProperties,
-// unknown keys are ignored by the handlers).
+// Hand-written input schemas: the tools are registered low-level
+// (docs/PITFALLS.md, go-sdk), so nothing is inferred from Go types. They
+// leave additionalProperties open and the handlers ignore unknown keys, so
+// a client that sends a key a later version added is not refused.
 const (
 	schemaSearchTools = `{"type":"object","properties":{` +
 		`"query":{"type":"string","description":"Keywords for the operation you need; empty or omitted browses."},` +

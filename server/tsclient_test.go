@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // tsClientDir holds the pinned official TypeScript client (make tsclient).
@@ -92,12 +94,7 @@ func TestTSClient_AbortSignalFreesTheSlotAndAbortsDownstream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the downstream request was not aborted")
 	}
-	for p.Snapshot().Active != 0 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the slot was not released")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Snapshot().Active == 0 }, "the slot was not released")
 	t.Logf("abort → slot free in %s", time.Since(start))
 	if m := next(t, lines); !strings.Contains(m["error"].(string), "stop") {
 		t.Fatalf("client saw %v", m)

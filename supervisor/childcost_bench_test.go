@@ -38,7 +38,7 @@ func buildStatic(b *testing.B, dir, name, pkg string) string {
 	return out
 }
 
-// BenchmarkChild_ConnectaVsHello is the child-cost figure of issue 9: the
+// BenchmarkChild_ConnectaVsHello is the child-cost figure (docs/benchmarks.md): the
 // real bin/connecta (built like `make build`) spawned through the pool's own
 // spawn path with the pool's cache directory, running `async () => 1+1` and
 // reaped, against a static hello-world built the same way and spawned

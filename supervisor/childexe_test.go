@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/connecta-dev/connecta/internal/privdir"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // The slim child (cmd/sandbox-child) built once per test binary, as
@@ -104,13 +106,13 @@ func TestEmbeddedChild_RunsFromASealedMemfd(t *testing.T) {
 	if childInfo(t, p, ChildEmbedded) != 1 || childInfo(t, p, ChildSelf) != 0 {
 		t.Fatal("connecta_sandbox_child_info does not mark embedded")
 	}
-	found := false
-	for _, exe := range childExePaths() {
-		found = found || strings.HasPrefix(exe, "/memfd:connecta-sandbox-child")
-	}
-	if !found {
-		t.Fatalf("no spare executes the memfd: %v", childExePaths())
-	}
+	// A spare may still be starting: wait for one (the listing was read
+	// once before, and a spare that came up just after failed the test).
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		return slices.ContainsFunc(childExePaths(), func(exe string) bool {
+			return strings.HasPrefix(exe, "/memfd:connecta-sandbox-child")
+		})
+	}, "no spare executes the memfd (at the start: %v)", childExePaths())
 	seals, err := unix.FcntlInt(p.exe.file.Fd(), unix.F_GET_SEALS, 0)
 	if err != nil || seals&sealAll != sealAll {
 		t.Fatalf("seals %#x %v", seals, err)

@@ -67,6 +67,8 @@ func runFakeChild(args []string) int {
 			value = json.RawMessage(arg)
 		case "log":
 			w.Write(&ipc.Message{Type: ipc.TypeLog, Level: "log", Text: arg})
+		case "marker": // the engine's truncation marker, flagged
+			w.Write(&ipc.Message{Type: ipc.TypeLog, Level: "log", Text: arg, Marker: true})
 		case "logn": // logn:<count>x<size>
 			n, size, _ := strings.Cut(arg, "x")
 			cnt, _ := strconv.Atoi(n)

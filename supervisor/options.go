@@ -143,8 +143,11 @@ type Job struct {
 // Host is what a running program reaches. Call runs on its own goroutine
 // with a context derived from Run's (cancelled when the run ends); its error
 // text becomes the guest's rejection text (never empty: an empty text is
-// replaced). Log receives each console entry as it arrives, in order, on the
-// run's goroutine: it must not block for long.
+// replaced). Log receives each console entry of the program as it arrives,
+// in order, on the run's goroutine: it must not block for long. The
+// engine's truncation markers (ipc.Message.Marker) are not the program's
+// entries and are not passed to Log; they stay in the done frame's log
+// prefix.
 type Host interface {
 	Call(ctx context.Context, provider, function string, args json.RawMessage) (json.RawMessage, error)
 	Log(level, text string)

@@ -169,7 +169,9 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 				if s.logFrames > maxLogFramesPerRun || s.logs.Chars() > maxLogCharsPerRun {
 					return violation("log flood")
 				}
-				s.host.Log(m.Level, m.Text)
+				if !m.Marker {
+					s.host.Log(m.Level, m.Text)
+				}
 			case ipc.TypeDone:
 				cancelCalls() // a call still pending when the run ends fails cancelled
 				childCPU := cpu.used(c)
@@ -233,7 +235,9 @@ func (s *session) terminate(reason string) {
 			if in.m.Type == ipc.TypeLog && s.logFrames < maxLogFramesPerRun && s.logs.Chars() <= maxLogCharsPerRun {
 				s.logFrames++
 				s.logs.Add(in.m.Text)
-				s.host.Log(in.m.Level, in.m.Text)
+				if !in.m.Marker {
+					s.host.Log(in.m.Level, in.m.Text)
+				}
 			}
 		case <-t.C:
 			return

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/connecta-dev/connecta/ipc"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -88,22 +88,8 @@ func (h *testHost) seen() []string {
 	return append([]string(nil), h.logs...)
 }
 
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuf is the pool's log, safe for its goroutines and the test.
+type logBuf = testkit.Buffer
 
 type fakePool struct {
 	*Pool
@@ -466,6 +452,21 @@ func TestL3_WallDeadlineKills(t *testing.T) {
 	}
 }
 
+// A log frame flagged as the engine's truncation marker is never handed to
+// the host's Log: it is not the program's entry, whatever its text (the
+// child's done frame still carries it in the log prefix).
+func TestRun_MarkerFramesStayInThePrefixOnly(t *testing.T) {
+	p := newFakePool(t, Options{Slots: 1}, "ok")
+	h := newTestHost()
+	res, err := run(t, p.Pool, "log:first;marker:[log TRUNCATED after 1 entries]", h, Limits{})
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	if got := h.seen(); strings.Join(got, "|") != "first" {
+		t.Fatalf("the host's Log saw %q, want only the program's entry", got)
+	}
+}
+
 func TestL2_CancelAbortsHostCallsThenKills(t *testing.T) {
 	p := newFakePool(t, Options{Slots: 1}, "ok")
 	h := newTestHost()
@@ -654,13 +655,7 @@ func TestSpares_IdleSpareDeathIsReplaced(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, cond, "condition not reached")
 }
 
 // A burst far above capacity: every caller gets a result or a typed

@@ -42,7 +42,7 @@ type benchConfig struct {
 	Duration   time.Duration // per closed-loop point
 	Clients    []int
 	StreamN    int    // cancellations and streamed programs measured
-	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (issue 13)
+	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (the store backends' cost)
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 	Vs         string // a second binary measured against Connecta, interleaved; "" = none
 	VsOnly     bool   // only the floor and the --vs comparison
@@ -62,8 +62,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.VsRounds, "vs-rounds", defaultVsRounds, "interleaved rounds of the --vs comparison")
 	fs.BoolVar(&c.VsOnly, "vs-only", false, "with --vs: measure only the floor and the comparison")
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
-	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (issue 10)")
-	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL (issue 13)")
+	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (streaming and cancellation)")
+	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the store series (default: a throwaway cluster when the server binaries are installed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -105,8 +105,8 @@ type benchResult struct {
 	Loop                       []loopPoint
 	RSSIdle, RSSPeak, ChildHWM int64
 	Budget                     []budgetKill
-	Streaming                  *streamResult // issue 10 figures; nil when not measured
-	Stores                     []storePoint  // issue 13 figures; nil when not measured
+	Streaming                  *streamResult // streaming and cancellation figures; nil when not measured
+	Stores                     []storePoint  // store backend figures; nil when not measured
 	Vs                         *vsResult     // --vs; nil without it
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // requirePrometheusEnv makes a missing prometheus binary a failure (CI).
@@ -98,7 +100,7 @@ connectors:
 	}
 	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+promAddr, "--log.level=warn")
-	var promLog lockedBuffer
+	var promLog testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &promLog, &promLog
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/connecta-dev/connecta/config"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var inboundAccounts = map[string]oidctest.Account{
@@ -42,7 +43,7 @@ func serveConfig(t *testing.T, ctx context.Context, addr, yaml string) string {
 	}
 	serveCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-errc; err != nil {

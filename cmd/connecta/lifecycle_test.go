@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // Modes of this test binary, re-executed by the tests below (TestMain).
@@ -73,7 +75,7 @@ func freeAddr(t testing.TB) string {
 type serverProcess struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *lockedBuffer
+	stderr *testkit.Buffer
 }
 
 func startServer(t testing.TB, configYAML string) *serverProcess {
@@ -88,7 +90,7 @@ func startServer(t testing.TB, configYAML string) *serverProcess {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	p := &serverProcess{addr: addr, stderr: &lockedBuffer{}}
+	p := &serverProcess{addr: addr, stderr: &testkit.Buffer{}}
 	p.cmd = exec.Command(exe, serveMode, "serve", "--config", path, "--listen", addr)
 	p.cmd.Stderr = p.stderr
 	p.cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(os.TempDir(), "connecta-cmd-test-xdg"))
@@ -232,24 +234,6 @@ connectors:
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for exec's copier and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A connector whose command does not exist and one that writes to stderr and
 // exits: doctor and the log name the reason (the exit status, the redacted
 // stderr tail); the error a model would see carries the status only.
@@ -317,7 +301,7 @@ func TestNotify_WatchdogWithheldOnceTheAcceptLoopEnds(t *testing.T) {
 		watched.ended.Store(true)
 		close(served)
 	}()
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	n := newNotifier(newLogger(logs))
 	n.ready(func(context.Context) (bool, string) {
 		if !watched.alive(time.Second) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -26,24 +25,8 @@ import (
 	"github.com/connecta-dev/connecta/store"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDownstreamOAuth_EndToEnd runs connecta in front of a go-sdk MCP server
 // protected by the real oidc-provider and plays the human with a cookie
@@ -86,7 +69,7 @@ connectors:
 		t.Fatal(err)
 	}
 	store := oauth.NewMemoryStore()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	serveCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(logs), oauthStore: store}) }()
@@ -335,7 +318,7 @@ connectors:
 		}
 		serveCtx, stop := context.WithCancel(ctx)
 		errc := make(chan error, 1)
-		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
 		base := "http://" + addr
 		waitHealthy(t, base)
 		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
@@ -469,7 +452,7 @@ connectors:
 		}
 		serveCtx, stop := context.WithCancel(ctx)
 		errc := make(chan error, 1)
-		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{})}) }()
+		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
 		t.Cleanup(func() {
 			stop()
 			if err := <-errc; err != nil {
@@ -574,7 +557,7 @@ connectors:
 	serveCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&syncBuffer{}), oauthStore: oauth.NewMemoryStore()})
+		errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{}), oauthStore: oauth.NewMemoryStore()})
 	}()
 	defer func() { stop(); <-errc }()
 	base := "http://" + addr

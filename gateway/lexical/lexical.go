@@ -2,11 +2,12 @@
 // contract S1): whole-token matching with narrow inflections, IDF-weighted
 // scoring across every searched catalog, complete matches first, exact tool
 // names competing with them, ≥ 2-term partials as filler, and the any-term
-// fallback when nothing is complete. It imports nothing of ours.
+// fallback when nothing is complete. Of ours it imports only jstext.
 package lexical
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -452,15 +453,6 @@ func collectStats(q Query, cats []*Catalog) *stats {
 	return st
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Search ranks every catalog's documents for q.
 func Search(q Query, cats []*Catalog) *Result {
 	res := &Result{query: q}
@@ -516,12 +508,12 @@ func Search(q Query, cats []*Catalog) *Result {
 			}
 			for _, ti := range matched {
 				w, t := st.idf[ti], q.Terms[ti]
-				if contains(d.nameTokens, t) {
+				if slices.Contains(d.nameTokens, t) {
 					score += 12 * w
 				} else if st.nameHits[ti].has(ref) {
 					score += 8 * w
 				}
-				if contains(d.descTokens, t) {
+				if slices.Contains(d.descTokens, t) {
 					score += 3 * w
 				} else if st.descHits[ti].has(ref) {
 					score += 1.5 * w

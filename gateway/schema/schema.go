@@ -6,8 +6,8 @@
 // and constraint comment in search mode, depth 4, and the raw-JSON fallback
 // gives up past 32 levels. A hostile schema (deep nesting, huge enums, $ref
 // cycles, megabyte descriptions) costs at most one linear parse plus that
-// budget. It imports nothing of ours but gateway/schemaref, the reference
-// rule it shares with gateway/validate.
+// budget. Of ours it imports only gateway/schemaref, the reference rule it
+// shares with gateway/validate, and jstext (clipping).
 package schema
 
 // Shape is one rendered schema.

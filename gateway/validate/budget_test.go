@@ -18,7 +18,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// Bounds of the cost target (issue 22): no schema of at most MaxSchemaBytes
+// Bounds of the validator's cost target: no schema of at most MaxSchemaBytes
 // with arguments of at most maxTargetArgs bytes costs more than 50 ms of CPU
 // to compile and evaluate. BenchmarkPathological measures it; the tests
 // below assert that the budget, not the clock, cut in.

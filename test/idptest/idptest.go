@@ -1,0 +1,162 @@
+// Package idptest is a hermetic identity provider for unit tests: an
+// httptest server on 127.0.0.1 that publishes OpenID Connect discovery and a
+// JWKS, and signs the JWTs a test asks for with its ES256 keys. It needs no
+// node and no network, so the auth packages' unit tests run under -short on
+// any machine; the real oidc-provider (test/oidc) stays the integration
+// layer in CI. The go-sdk's internal/oauthtest is the model.
+//
+// It signs whatever claims and header a test names, so a test can make
+// every kind of bad token; it does not run an authorization flow.
+package idptest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// Provider is a running identity provider. Safe for concurrent use.
+type Provider struct {
+	// Issuer is the provider's issuer URL (its httptest server's URL).
+	Issuer string
+
+	srv *httptest.Server
+	mu  sync.Mutex
+	key *ecdsa.PrivateKey
+	kid string
+	gen int
+	// published are the keys the JWKS lists; down makes it answer 503.
+	published []jose.JSONWebKey
+	down      bool
+	fetches   int
+}
+
+// Start runs a provider until the test ends.
+func Start(t testing.TB) *Provider {
+	t.Helper()
+	p := &Provider{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"issuer":                                p.Issuer,
+			"jwks_uri":                              p.Issuer + "/jwks",
+			"authorization_endpoint":                p.Issuer + "/authorize",
+			"token_endpoint":                        p.Issuer + "/token",
+			"response_types_supported":              []string{"code"},
+			"subject_types_supported":               []string{"public"},
+			"id_token_signing_alg_values_supported": []string{"ES256"},
+		})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.fetches++
+		if p.down {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, jose.JSONWebKeySet{Keys: p.published})
+	})
+	p.srv = httptest.NewServer(mux)
+	t.Cleanup(p.srv.Close)
+	p.Issuer = p.srv.URL
+	p.Rotate(t, false)
+	return p
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Rotate replaces the signing key with a new one, under a new key id or
+// (sameKID) the old one; the JWKS publishes only the new key.
+func (p *Provider) Rotate(t testing.TB, sameKID bool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !sameKID || p.kid == "" {
+		p.gen++
+		p.kid = fmt.Sprintf("key-%d", p.gen)
+	}
+	p.key = key
+	p.published = []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: p.kid, Algorithm: string(jose.ES256), Use: "sig"}}
+}
+
+// SetDown makes the JWKS answer 503 (true) or the keys again (false).
+func (p *Provider) SetDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+}
+
+// Fetches is how many times the JWKS was asked for.
+func (p *Provider) Fetches() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fetches
+}
+
+// Key is the current signing key and its id, for a test that keeps it
+// past a rotation.
+func (p *Provider) Key() (*ecdsa.PrivateKey, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.key, p.kid
+}
+
+// Claims are a JWT access token's claims (RFC 9068) for sub, audience aud,
+// from this issuer, valid for an hour from now; a test edits the map.
+func (p *Provider) Claims(sub, aud string, now time.Time) map[string]any {
+	return map[string]any{
+		"iss": p.Issuer, "sub": sub, "aud": aud, "client_id": "test-client",
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "jti": fmt.Sprintf("jti-%d", now.UnixNano()),
+	}
+}
+
+// Token signs claims with the current key, header typ at+jwt.
+func (p *Provider) Token(t testing.TB, claims map[string]any) string {
+	t.Helper()
+	key, kid := p.Key()
+	return Sign(t, key, kid, "at+jwt", claims)
+}
+
+// Sign signs claims (JSON-encoded) with key under kid and header typ
+// (none when empty), ES256.
+func Sign(t testing.TB, key *ecdsa.PrivateKey, kid, typ string, claims any) string {
+	t.Helper()
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &jose.SignerOptions{}
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

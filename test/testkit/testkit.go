@@ -1,0 +1,61 @@
+// Package testkit holds the two helpers tests across the repository kept
+// writing for themselves: a Buffer that a process's or a logger's writer
+// goroutine and the test may share, and Eventually, a poll with a deadline
+// and a message for a condition another goroutine or process makes true.
+// It imports nothing of ours.
+package testkit
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Buffer is a bytes.Buffer safe for concurrent Write and String.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// PollInterval is how often Eventually asks.
+const PollInterval = 10 * time.Millisecond
+
+// Eventually asks cond every PollInterval until it is true, and fails the
+// test (t.Fatalf) with the message format, args when within does not see it
+// true. cond is asked once more at the deadline, so a condition that
+// became true while the last interval slept is not missed.
+func Eventually(t testing.TB, within time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	if !Poll(within, cond) {
+		t.Fatalf("after %v: %s", within, fmt.Sprintf(format, args...))
+	}
+}
+
+// Poll is Eventually's loop without the test: whether cond became true
+// within the duration.
+func Poll(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(PollInterval)
+	}
+}

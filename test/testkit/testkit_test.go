@@ -1,0 +1,47 @@
+package testkit
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Writers on many goroutines and a reader at once: nothing lost, no race
+// (go test -race).
+func TestBuffer_ConcurrentWritesAndReads(t *testing.T) {
+	var b Buffer
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				fmt.Fprintf(&b, "%d", i%10)
+				_ = b.String()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(b.String()); n != 800 {
+		t.Fatalf("%d bytes, want 800", n)
+	}
+}
+
+// Poll sees a condition another goroutine makes true, and gives up on one
+// that never is once the duration has passed.
+func TestPoll_SeesTheConditionOrGivesUp(t *testing.T) {
+	var done atomic.Bool
+	go func() { done.Store(true) }()
+	if !Poll(time.Minute, done.Load) {
+		t.Fatal("a condition made true was not seen")
+	}
+	start := time.Now()
+	if Poll(30*time.Millisecond, func() bool { return false }) {
+		t.Fatal("a false condition was reported true")
+	}
+	if time.Since(start) < 30*time.Millisecond {
+		t.Fatal("gave up before the duration passed")
+	}
+}
