@@ -408,7 +408,7 @@ const (
 	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens", "access"}
+var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens", "access", "telemetry"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -576,6 +576,10 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 	}
 	d.checkQuarantineStore(c, catalogNode)
+	if e, ok := fs["telemetry"]; ok {
+		c.Telemetry.Line = e.key.Line
+		d.telemetry(e.val, c)
+	}
 	if e, ok := fs["access"]; ok {
 		d.access(e.val, c)
 		c.Access.Line = e.key.Line
