@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
@@ -125,8 +126,17 @@ func hardenLate(a ipc.ChildArgs) error {
 		// grant (docs/PITFALLS.md); every other layer stays.
 		return nil
 	}
+	startPoller()
 	return installSeccomp()
 }
+
+// startPoller starts the Go runtime's network poller, which every timer
+// needs, before the filter refuses epoll_create1 and eventfd2: the runtime
+// starts it lazily, at the first timer. The re-executed connecta binary's
+// package inits happened to start it before seccomp; the slim child (no such
+// inits) met its first timer in guest.(*run).loop, after the filter, and
+// died in netpollinit. A one-nanosecond sleep puts a timer on the heap.
+func startPoller() { time.Sleep(time.Nanosecond) }
 
 func setRlimit(res int, soft, hard uint64) error {
 	if err := unix.Setrlimit(res, &unix.Rlimit{Cur: soft, Max: hard}); err != nil {
