@@ -14,6 +14,8 @@ import (
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/singleflight"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 type connectorKind int
@@ -292,7 +294,9 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 	if c.kind != kindHTTP { // HTTP results are captured by the round tripper (rawmcp.Sniff)
 		transport = rawmcp.Transport(transport)
 	}
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	// The session outlives the call that opened it (the SDK keeps the
+	// connect context's values): its later requests belong to no trace.
+	cs, err := client.Connect(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {
 		if ls.server != nil {
 			_ = ls.server.Close()

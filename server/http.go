@@ -47,6 +47,13 @@ type requestInfo struct {
 	rpcID string
 	// flush is an event-stream response's flush gate (nil for JSON replies).
 	flush *flushGate
+	// start is when the request arrived: its span, created once the caller
+	// is authenticated, starts here. header is the HTTP request's (its
+	// traceparent is honoured only after authentication); traceID is the
+	// request's trace, once its span exists, for the access log line.
+	start   time.Time
+	header  http.Header
+	traceID string
 }
 
 type requestInfoKey struct{}
@@ -86,7 +93,9 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) metricsEndpoint() http.Handler {
-	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer})
+	// OpenMetrics when the scraper asks for it: the format that carries
+	// exemplars (the trace id on the duration histograms).
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer, EnableOpenMetrics: true})
 }
 
 // MetricsHandler serves only GET /metrics, for a listener of its own.
@@ -362,7 +371,7 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		rc := http.NewResponseController(sw)
-		info := &requestInfo{id: newRequestID(), ctx: r.Context()}
+		info := &requestInfo{id: newRequestID(), ctx: r.Context(), start: start, header: r.Header}
 		info.extendWrite = func(d time.Duration) { _ = rc.SetWriteDeadline(time.Now().Add(d + writeGrace)) }
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		next.ServeHTTP(sw, r)
@@ -374,7 +383,7 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("requestId", info.id), slog.String("method", r.Method), slog.String("route", route),
-			slog.Int("status", status), slog.String("actor", info.actor),
+			slog.Int("status", status), slog.String("actor", info.actor), slog.String("traceId", info.traceID),
 			slog.Int64("durationMs", time.Since(start).Milliseconds()))
 	})
 }

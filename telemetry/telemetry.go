@@ -117,10 +117,12 @@ func New(cfg Config, reg prometheus.Registerer) (*Tracing, error) {
 	return &Tracing{provider: sdk, sdk: sdk, queue: q}, nil
 }
 
-// Provider is what components are handed: never nil.
+// Provider is what components are handed: nil when tracing is off, which
+// every component reads as "no spans, and no trace context taken in or
+// passed on" (Tracer(nil) is the no-op tracer).
 func (t *Tracing) Provider() trace.TracerProvider {
-	if t == nil {
-		return noop.NewTracerProvider()
+	if t == nil || t.sdk == nil {
+		return nil
 	}
 	return t.provider
 }
@@ -203,10 +205,11 @@ func Incoming(ctx context.Context, headers propagation.TextMapCarrier, meta map[
 	return ctx
 }
 
-// TraceID is ctx's trace id in hex, "" when ctx carries no valid span.
+// TraceID is ctx's trace id in hex when its span is sampled (exported), ""
+// otherwise: activity and logs name only traces an operator can open.
 func TraceID(ctx context.Context) string {
 	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
+	if !sc.IsValid() || !sc.IsSampled() {
 		return ""
 	}
 	return sc.TraceID().String()
@@ -214,3 +217,16 @@ func TraceID(ctx context.Context) string {
 
 // errQueueClosed: an export after Shutdown.
 var errQueueClosed = errors.New("telemetry: export queue closed")
+
+// Observe records v into o with ctx's trace id as its exemplar when ctx's
+// span is sampled (a Prometheus scrape in OpenMetrics shows it), plainly
+// otherwise.
+func Observe(ctx context.Context, o prometheus.Observer, v float64) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String()})
+			return
+		}
+	}
+	o.Observe(v)
+}
