@@ -18,6 +18,7 @@ var (
 		"github.com/connecta-dev/connecta/ipc",
 		"github.com/connecta-dev/connecta/jstext",
 		"github.com/connecta-dev/connecta/quickjs.wasm",
+		"github.com/connecta-dev/connecta/internal/caps", // the child drops its capabilities (sandbox/harden.go)
 		"github.com/tetratelabs/wazero",
 		"github.com/elastic/go-seccomp-bpf",
 		"golang.org/x/net/bpf", // go-seccomp-bpf's filter assembler
