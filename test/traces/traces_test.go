@@ -46,6 +46,7 @@ const (
 	resultMarker = "RESULT-MARKER-91bc"
 	logMarker    = "LOG-MARKER-c0de"
 	otlpSecret   = "otlp-secret-5e5e"
+	callerToken  = "caller-token-0123456789abcdef0123456789abcdef"
 )
 
 // Caller's trace context (W3C): the request span must be its child.
@@ -112,12 +113,20 @@ func (d *downstream) seen() (headers, metas []string) {
 
 // live is connecta as serve builds it, with telemetry to endpoint.
 type live struct {
+	url string
 	a   *app.App
 	reg *prometheus.Registry
 	cs  *mcp.ClientSession
 }
 
 func start(t *testing.T, endpoint, downURL string) *live {
+	t.Helper()
+	return startWith(t, endpoint, downURL, "", nil)
+}
+
+// startWith adds extra YAML (e.g. auth) and sends every MCP request through
+// rt (nil: the default transport).
+func startWith(t *testing.T, endpoint, downURL, extra string, rt http.RoundTripper) *live {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "otlp-token"), []byte(otlpSecret), 0o600); err != nil {
@@ -134,7 +143,10 @@ telemetry:
     headers: {authorization: "Bearer ${credential:otlp-token}"}
   sampleRatio: 0
   serviceName: connecta-test
-`, downURL, cache, endpoint)
+`, downURL, cache, endpoint) + extra
+	if err := os.WriteFile(filepath.Join(dir, "caller-token"), []byte(callerToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.Parse("traces.yaml", []byte(yaml), config.Resolver{CredentialsDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -146,13 +158,13 @@ telemetry:
 	}
 	front := httptest.NewServer(a.Server.Handler())
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp"}, nil)
+		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
 	if err != nil {
 		front.Close()
 		a.Close()
 		t.Fatal(err)
 	}
-	l := &live{a: a, reg: reg, cs: cs}
+	l := &live{a: a, reg: reg, cs: cs, url: front.URL}
 	t.Cleanup(func() { _ = cs.Close(); front.Close(); l.close() })
 	return l
 }
@@ -370,5 +382,62 @@ func waitFor(bound time.Duration, cond func() bool) bool {
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// headerTransport sets the traceparent header and a bearer token on every
+// request.
+type headerTransport struct{ traceparent, token string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("traceparent", h.traceparent)
+	r.Header.Set("Authorization", "Bearer "+h.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication: a caller
+// whose token is refused cannot choose a trace (nothing is exported under
+// its traceparent); an authenticated caller's traceparent header parents
+// the request span (no _meta: the header is taken).
+func TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a collector")
+	}
+	const (
+		refusedTrace = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		headerTrace  = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+		headerSpan   = "bbbbbbbbbbbbbbbb"
+	)
+	be := newBackend(t)
+	down := newDownstream(t)
+	auth := "auth:\n  tokens:\n    - {name: tracer, token: \"${credential:caller-token}\"}\n"
+	l := startWith(t, be.endpoint(), down.srv.URL, auth, headerTransport{traceparent: "00-" + headerTrace + "-" + headerSpan + "-01", token: callerToken})
+	if _, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The refused caller: same server, a wrong token, its own traceparent.
+	refused, err := mcp.NewClient(&mcp.Implementation{Name: "r", Version: "0"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: l.url + "/mcp", HTTPClient: &http.Client{Transport: headerTransport{traceparent: "00-" + refusedTrace + "-" + headerSpan + "-01", token: "wrong-token-wrong-token-wrong-token"}}}, nil)
+	if err == nil {
+		_, err = refused.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}})
+		_ = refused.Close()
+	}
+	if err == nil {
+		t.Fatal("a wrong token was accepted")
+	}
+	l.close()
+	spans := be.trace(t, headerTrace, 1)
+	var root *span
+	for i := range spans {
+		if spans[i].Name == "tools/call search_tools" {
+			root = &spans[i]
+		}
+	}
+	if root == nil || root.Parent != headerSpan || root.Attrs["connecta.actor"] != "tracer" {
+		t.Fatalf("no request span parented by the authenticated header: %s", dump(spans))
+	}
+	if got := be.trace(t, refusedTrace, 0); len(got) != 0 {
+		t.Fatalf("the refused caller's traceparent has spans: %s", dump(got))
 	}
 }
