@@ -65,7 +65,7 @@ type jaeger struct {
 
 // newJaeger starts the built Jaeger when there is one; nil otherwise (the
 // receiver stands in), unless CI requires it.
-func newJaeger(t *testing.T) backend {
+func newJaeger(t testing.TB) backend {
 	t.Helper()
 	if _, err := os.Stat(jaegerBinary); err != nil {
 		if os.Getenv(requireJaeger) == "1" {
@@ -142,7 +142,7 @@ func (j *jaeger) stop() {
 }
 
 // trace reads the trace back through Jaeger's query API (/api/traces/{id}).
-func (j *jaeger) trace(t *testing.T, traceID string, want int) []span {
+func (j *jaeger) trace(t testing.TB, traceID string, want int) []span {
 	t.Helper()
 	var out []span
 	var lastErr error
@@ -209,7 +209,7 @@ func (j *jaeger) read(traceID string) ([]span, error) {
 	return out, nil
 }
 
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ls []net.Listener
 	var out []int

@@ -23,12 +23,12 @@ type backend interface {
 	endpoint() string
 	// trace returns the spans of traceID once at least want have arrived
 	// (or what there is after a bound).
-	trace(t *testing.T, traceID string, want int) []span
+	trace(t testing.TB, traceID string, want int) []span
 	// stop takes the collector down: connections are refused from then on.
 	stop()
 }
 
-func newBackend(t *testing.T) backend {
+func newBackend(t testing.TB) backend {
 	if j := newJaeger(t); j != nil {
 		return j
 	}
@@ -44,7 +44,7 @@ type receiver struct {
 	auth  []string          // Authorization of each export
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	r := &receiver{spans: map[string][]span{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
@@ -93,7 +93,7 @@ func (r *receiver) endpoint() string { return r.srv.URL }
 
 func (r *receiver) stop() { r.srv.Close() }
 
-func (r *receiver) trace(t *testing.T, traceID string, want int) []span {
+func (r *receiver) trace(t testing.TB, traceID string, want int) []span {
 	var out []span
 	waitFor(10*time.Second, func() bool {
 		r.mu.Lock()

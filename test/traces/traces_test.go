@@ -65,7 +65,7 @@ type downstream struct {
 	headers, metas []string
 }
 
-func newDownstream(t *testing.T) *downstream {
+func newDownstream(t testing.TB) *downstream {
 	d := &downstream{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "down", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -119,14 +119,14 @@ type live struct {
 	cs  *mcp.ClientSession
 }
 
-func start(t *testing.T, endpoint, downURL string) *live {
+func start(t testing.TB, endpoint, downURL string) *live {
 	t.Helper()
 	return startWith(t, endpoint, downURL, "", nil)
 }
 
 // startWith adds extra YAML (e.g. auth) and sends every MCP request through
 // rt (nil: the default transport).
-func startWith(t *testing.T, endpoint, downURL, extra string, rt http.RoundTripper) *live {
+func startWith(t testing.TB, endpoint, downURL, extra string, rt http.RoundTripper) *live {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "otlp-token"), []byte(otlpSecret), 0o600); err != nil {
@@ -139,7 +139,7 @@ func startWith(t *testing.T, endpoint, downURL, extra string, rt http.RoundTripp
 executor: {concurrency: 1, maxQueueSize: 4, spares: 1, cacheDir: %q}
 telemetry:
   otlp:
-    endpoint: %s
+    endpoint: "%s"
     headers: {authorization: "Bearer ${credential:otlp-token}"}
   sampleRatio: 0
   serviceName: connecta-test
@@ -185,7 +185,7 @@ const program = `async () => {
   return out.length;
 }`
 
-func (l *live) run(t *testing.T, meta mcp.Meta) string {
+func (l *live) run(t testing.TB, meta mcp.Meta) string {
 	t.Helper()
 	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: meta, Name: contract.ToolName, Arguments: map[string]any{"code": program}})
 	if err != nil {
@@ -339,7 +339,7 @@ func TestTrace_DeadCollectorNeverFailsACall(t *testing.T) {
 	}
 }
 
-func dropped(t *testing.T, reg *prometheus.Registry) prometheus.Collector {
+func dropped(t testing.TB, reg *prometheus.Registry) prometheus.Collector {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
