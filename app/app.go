@@ -147,7 +147,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		if a.Gateway != nil {
 			a.Gateway.InvalidateCatalog(id)
 		}
-	}, log, flowStore)
+	}, log, flowStore, tracer)
 	if err != nil {
 		return nil, err
 	}

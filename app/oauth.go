@@ -16,6 +16,8 @@ import (
 	"github.com/connecta-dev/connecta/oauth/oauthstore"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // NewOAuthStore keeps OAuth state in the configured store, sealed by the
@@ -58,7 +60,7 @@ func OAuthConnectors(cfg *config.Config) []oauth.Connector {
 // invalidates that connector's catalog; nil: nothing); every grant change
 // is an audit record in the store (st may be nil) and in the log. reg may
 // be nil.
-func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantChange func(connector string), log *slog.Logger, flows oauth.Store) (*oauth.Manager, error) {
+func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantChange func(connector string), log *slog.Logger, flows oauth.Store, tracer trace.TracerProvider) (*oauth.Manager, error) {
 	conns := OAuthConnectors(cfg)
 	if cfg.PublicURL == "" {
 		return nil, nil
@@ -72,6 +74,7 @@ func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantC
 		Store:      flows,
 		Logger:     log.With("component", "oauth"),
 		Metrics:    reg,
+		Tracer:     tracer,
 		OnGrantChange: func(id string) {
 			if onGrantChange != nil {
 				onGrantChange(id)

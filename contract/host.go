@@ -190,6 +190,8 @@ func (h *host) discover(ctx context.Context, function string, list []json.RawMes
 	ctx, cancel := context.WithTimeout(ctx, h.svc.opts.HostCallTimeout)
 	defer cancel()
 	d := h.svc.opts.Discovery
+	ctx, span := h.svc.tracer.Start(ctx, "connecta.discovery", trace.WithAttributes(attribute.String("connecta.discovery.operation", function)))
+	defer span.End()
 	var page json.RawMessage
 	var gerr *gateway.Error // the concrete type throughout: no typed nil in an error
 	if function == opSearch {
@@ -205,6 +207,8 @@ func (h *host) discover(ctx context.Context, function string, list []json.RawMes
 	}
 	elapsed := time.Since(start)
 	if gerr != nil {
+		span.SetAttributes(attribute.String("connecta.outcome", string(gerr.Code)))
+		span.SetStatus(codes.Error, string(gerr.Code))
 		h.diag.record(function, true, elapsed, elapsed, 0, 0) // discovery time is catalog time (R7)
 		return nil, h.reject(gerr)
 	}

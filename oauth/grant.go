@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // grant is the team's connection to one connector, sealed under
@@ -118,7 +122,15 @@ func (m *Manager) accessToken(ctx context.Context, id string) (*grant, *Error) {
 // refresh replaces the access token that stale names, under the store's
 // lock: whoever holds the lock first refreshes; the others find the grant
 // already changed and use it.
-func (m *Manager) refresh(ctx context.Context, id, stale string) (*grant, *Error) {
+func (m *Manager) refresh(ctx context.Context, id, stale string) (g *grant, e *Error) {
+	ctx, span := m.tracer.Start(ctx, "connecta.oauth.refresh", trace.WithAttributes(attribute.String("connecta.connector", id)))
+	defer func() {
+		if e != nil {
+			span.SetAttributes(attribute.String("connecta.outcome", string(e.Code)))
+			span.SetStatus(codes.Error, string(e.Code))
+		}
+		span.End()
+	}()
 	unlock, err := m.opts.Store.Lock(ctx, id, "grant")
 	if err != nil {
 		return nil, storeFailed("lock the grant", err)

@@ -81,13 +81,14 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
 		// A browser arrives here from the authorization server: no bearer.
-		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
+		mux.Handle("GET /oauth/callback/{connector}", s.spanned("connecta.oauth.callback", http.HandlerFunc(s.opts.OAuth.Callback)))
 		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
 	}
 	if s.opts.Operator != nil {
 		// The console sets its own CSP and headers over securityHeaders'.
-		mux.Handle("/operator", s.opts.Operator)
-		mux.Handle("/operator/", s.opts.Operator)
+		console := s.spanned("connecta.console", s.opts.Operator)
+		mux.Handle("/operator", console)
+		mux.Handle("/operator/", console)
 	}
 	return s.logged(securityHeaders(s.hostChecked(mux)))
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -9,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/telemetry"
 )
 
@@ -57,4 +60,37 @@ func endRequestSpan(span trace.Span, outcome string) {
 		span.SetAttributes(attribute.String("error.type", outcome))
 		span.SetStatus(codes.Error, outcome)
 	}
+}
+
+func endDiscovery(span trace.Span, gerr *gateway.Error) {
+	if gerr != nil {
+		span.SetAttributes(attribute.String("connecta.outcome", string(gerr.Code)))
+		span.SetStatus(codes.Error, string(gerr.Code))
+	}
+	span.End()
+}
+
+// spanned gives each request to next (the console, the OAuth callback) a
+// server span of its own: a new root, whatever traceparent the browser
+// sent (nobody authenticated it here). Payload-free: the method, the route
+// name and the status, never the path's parameters or the query.
+func (s *Server) spanned(name string, next http.Handler) http.Handler {
+	if s.opts.Tracer == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span := s.tracer.Start(r.Context(), name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+		defer span.End()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, strconv.Itoa(status))
+		}
+	})
 }

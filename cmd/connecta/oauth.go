@@ -71,7 +71,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 	if db != nil {
 		defer db.Close()
 	}
-	m, err := app.NewOAuth(cfg, nil, st, nil, log, flows)
+	m, err := app.NewOAuth(cfg, nil, st, nil, log, flows, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1

@@ -427,15 +427,21 @@ func TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication(t *testing.T) {
 		t.Fatal("a wrong token was accepted")
 	}
 	l.close()
-	spans := be.trace(t, headerTrace, 1)
-	var root *span
+	spans := be.trace(t, headerTrace, 2)
+	var root, disc *span
 	for i := range spans {
-		if spans[i].Name == "tools/call search_tools" {
+		switch spans[i].Name {
+		case "tools/call search_tools":
 			root = &spans[i]
+		case "connecta.discovery":
+			disc = &spans[i]
 		}
 	}
 	if root == nil || root.Parent != headerSpan || root.Attrs["connecta.actor"] != "tracer" {
 		t.Fatalf("no request span parented by the authenticated header: %s", dump(spans))
+	}
+	if disc == nil || disc.Parent != root.ID || disc.Attrs["connecta.discovery.operation"] != "search" {
+		t.Errorf("no discovery span under the request: %s", dump(spans))
 	}
 	if got := be.trace(t, refusedTrace, 0); len(got) != 0 {
 		t.Fatalf("the refused caller's traceparent has spans: %s", dump(got))
