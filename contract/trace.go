@@ -13,7 +13,7 @@ import (
 	"github.com/connecta-dev/connecta/supervisor"
 )
 
-// Spans of an execution (docs/observability.md "Traces"). Every attribute
+// Spans of an execution (docs/DESIGN.md "Traces"). Every attribute
 // is a code, a count, a duration or an address: never the program, its
 // arguments, results or logs.
 

@@ -1,7 +1,7 @@
 // Package traces_test proves connecta's traces end to end: a live
 // application (app.New, its real /mcp, a real sandbox child) exports OTLP
 // to a real backend, and the trace read back from it has the pinned tree
-// (docs/observability.md "Traces").
+// (docs/DESIGN.md "Traces").
 //
 // The backend is Jaeger v2 (test/jaeger: its cmd/jaeger built in its own
 // module by `make jaeger`) when its binary is there, read back through its
