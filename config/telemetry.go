@@ -86,53 +86,17 @@ func (d *decoder) ratio(n *yaml.Node, field string) (float64, bool) {
 // reference refuses the configuration (the collector's credential is the
 // operator's own, not a connector's that may arrive later).
 func (d *decoder) telemetryHeaders(n *yaml.Node, t *Telemetry) {
-	const path = "telemetry.otlp.headers"
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "expected a mapping of header names to values, got %s", kindName(n))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		name, ok := d.str(k, path)
-		if !ok {
-			continue
-		}
-		field := join(path, name)
-		canon := strings.ToLower(name)
-		if first, dup := seen[canon]; dup {
-			d.fail(k, field, "duplicate header (first at line %d)", first)
-			continue
-		}
-		seen[canon] = k.Line
-		if !validHeaderName(name) {
-			d.fail(k, field, "%q is not a valid HTTP header name", clip(name))
-			continue
-		}
-		raw, ok := d.str(v, field)
-		if !ok {
-			continue
-		}
-		segs, err := parseTemplate(raw)
-		if err != nil {
-			d.fail(v, field, "%s", err)
-			continue
-		}
-		if containsFold(credentialHeaders, name) && !hasReference(segs) {
-			d.fail(v, field, "carries a credential: use a secret reference such as \"Bearer ${credential:NAME}\"")
-			continue
-		}
+	d.headerTemplates(n, "telemetry.otlp.headers", nil, func(name, field string, v *yaml.Node, segs []segment) {
 		value, missing := d.r.resolve(segs, d.baseDir)
-		if missing != nil {
-			for _, m := range missing {
-				d.fail(v, field, "cannot resolve %s: %s", m.raw, m.reason)
-			}
-			continue
+		for _, m := range missing {
+			d.fail(v, field, "cannot resolve %s: %s", m.raw, m.reason)
 		}
-		if hasControl(value) {
+		switch {
+		case missing != nil:
+		case hasControl(value):
 			d.fail(v, field, "resolves to a value with control characters")
-			continue
+		default:
+			t.Headers = append(t.Headers, Header{Name: name, Value: NewSecret(value)})
 		}
-		t.Headers = append(t.Headers, Header{Name: name, Value: NewSecret(value)})
-	}
+	})
 }

@@ -74,14 +74,17 @@ func (q *queueProcessor) loop() {
 		clear(batch)
 		batch = batch[:0]
 	}
+	add := func(s sdktrace.ReadOnlySpan) {
+		batch = append(batch, s)
+		if len(batch) == q.batchSize {
+			send()
+		}
+	}
 	drain := func() {
 		for {
 			select {
 			case s := <-q.queue:
-				batch = append(batch, s)
-				if len(batch) == q.batchSize {
-					send()
-				}
+				add(s)
 			default:
 				send()
 				return
@@ -91,10 +94,7 @@ func (q *queueProcessor) loop() {
 	for {
 		select {
 		case s := <-q.queue:
-			batch = append(batch, s)
-			if len(batch) == q.batchSize {
-				send()
-			}
+			add(s)
 		case <-timer.C:
 			send()
 			timer.Reset(q.delay)
