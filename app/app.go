@@ -125,7 +125,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 	tracer := a.Tracing.Provider()
-	a.state, err = OpenState(ctx, cfg, log, a.Registry)
+	a.state, err = OpenState(ctx, cfg, log, a.Registry, tracer)
 	if err != nil {
 		return nil, err
 	}
