@@ -309,6 +309,35 @@ func TestTrace_ProgramTreeReachesTheBackend(t *testing.T) {
 	if n := testutil.ToFloat64(dropped(t, l.reg)); n != 0 {
 		t.Errorf("%v spans dropped with the collector up", n)
 	}
+	// Exemplars: the request and execution durations name the trace.
+	for _, name := range []string{"connecta_tool_call_duration_seconds", "connecta_executor_execution_duration_seconds"} {
+		if !hasExemplar(t, l.reg, name, callerTrace) {
+			t.Errorf("%s has no exemplar with trace_id %s", name, callerTrace)
+		}
+	}
+}
+
+func hasExemplar(t *testing.T, reg *prometheus.Registry, name, traceID string) bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				for _, lp := range b.GetExemplar().GetLabel() {
+					if lp.GetName() == "trace_id" && lp.GetValue() == traceID {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // TestTrace_DeadCollectorNeverFailsACall: once the collector is stopped,
