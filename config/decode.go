@@ -577,7 +577,6 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 	}
 	d.checkQuarantineStore(c, catalogNode)
 	if e, ok := fs["telemetry"]; ok {
-		c.Telemetry.Line = e.key.Line
 		d.telemetry(e.val, c)
 	}
 	if e, ok := fs["access"]; ok {

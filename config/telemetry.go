@@ -16,7 +16,6 @@ type Telemetry struct {
 	// incoming sampled trace is always kept); 1 when absent.
 	SampleRatio float64
 	ServiceName string // service.name; "connecta" when absent
-	Line        int    // line of `telemetry`; 0 when absent
 }
 
 // Default values of the telemetry block.
