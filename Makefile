@@ -43,6 +43,27 @@ build-verify: build
 	cmp $$tmp/connecta bin/connecta && \
 	echo "build-verify: bin/connecta $$(sha256sum < bin/connecta | cut -c1-16)… and its child reproduced from an empty build cache"
 
+# image: the OCI image (deploy/container/Containerfile, docs/kubernetes.md)
+# built with Debian's podman/buildah from a staged context: bin/connecta,
+# the CA bundle, the cache volume's mount point. --timestamp 0: the same binary gives
+# the same image. test-image builds it and runs it for real (podman run and
+# podman kube play of deploy/kubernetes/); CONNECTA_REQUIRE_PODMAN=1 makes a
+# missing podman fail instead of skip.
+IMAGE ?= localhost/connecta:dev
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+.PHONY: image test-image
+image: build
+	rm -rf bin/image && mkdir -p bin/image/mountpoints/var/cache/connecta
+	chmod 0755 bin/image/mountpoints/var bin/image/mountpoints/var/cache
+	chmod 1777 bin/image/mountpoints/var/cache/connecta
+	cp bin/connecta bin/image/connecta
+	cp $(CA_BUNDLE) bin/image/ca-certificates.crt
+	podman build --quiet --timestamp 0 -f deploy/container/Containerfile -t $(IMAGE) bin/image
+
+test-image: image
+	CONNECTA_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 20m -tags $(GOTAGS) ./deploy/container/
+	cd deploy/kubernetes/manifesttest && $(GO) test -count=1 ./...
+
 # run: the README's first command: build, then serve the embedded default
 # configuration on 127.0.0.1:8787.
 run: build
@@ -239,6 +260,23 @@ jaeger:
 # inbound identity tests; needs node >= 20.19 and npm.
 oidc-provider:
 	npm ci --prefix test/oidc/testdata --no-audit --no-fund
+
+# conformance: the official MCP conformance suite
+# (@modelcontextprotocol/conformance, pinned with its package-lock.json under
+# test/conformance/) runs every server scenario against a live bin/connecta
+# and compares with test/conformance/expected-failures.yaml: a scenario that
+# starts failing, or starts passing while listed, fails; then the client
+# scenarios initialize, tools_call and sse-retry with connecta as the client
+# (test/conformance/driver). Needs node >= 22
+# (.ci/run takes it from the npm registry); conformance-setup installs the
+# suite. Without either it skips, unless CONNECTA_REQUIRE_CONFORMANCE=1.
+.PHONY: conformance conformance-setup
+conformance-setup:
+	npm ci --prefix test/conformance --no-audit --no-fund
+
+conformance: build
+	$(GO) build -o bin/conformance-driver ./test/conformance/driver
+	test/conformance/run.sh
 
 # console-demo: try the operator console locally. Starts the project's test
 # OpenID provider (test/oidc; `make oidc-provider` first) with one demo

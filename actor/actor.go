@@ -69,6 +69,24 @@ func (a ID) Key() string {
 	return string(a.Kind) + ":" + a.ID
 }
 
+// FromKey reads a storage key back (Key's inverse); ok is false for a
+// key of no known kind.
+func FromKey(key string) (ID, bool) {
+	kind, id, found := strings.Cut(key, ":")
+	switch k := Kind(kind); {
+	case !found:
+		return ID{}, false
+	case k == Static || k == Issued || k == OIDC:
+		if id == "" {
+			return ID{}, false
+		}
+		return ID{Kind: k, ID: id}, true
+	case (k == Local || k == Stdio) && id == "":
+		return ID{Kind: k}, true
+	}
+	return ID{}, false
+}
+
 // Parse reads the display form back (String's inverse for every valid
 // actor): "token:…" and "oidc:…" by prefix, "local" and "stdio" by name,
 // a valid static token name otherwise. ok is false for anything else.

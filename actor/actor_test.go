@@ -40,3 +40,30 @@ func FuzzDisplayFormIsOneActor(f *testing.F) {
 		}
 	})
 }
+
+// TestFromKeyIsKeysInverse: every actor's storage key reads back as it.
+func TestFromKeyIsKeysInverse(t *testing.T) {
+	for _, a := range []ID{StaticToken("laptop"), IssuedToken("t1"), OIDCSubject("a:b/c"), LocalUser, StdioClient} {
+		if got, ok := FromKey(a.Key()); !ok || got != a {
+			t.Fatalf("FromKey(%q) = %v %v, want %v", a.Key(), got, ok, a)
+		}
+	}
+	for _, bad := range []string{"", "static:", "oidc", "nope:x", "local:x"} {
+		if _, ok := FromKey(bad); ok {
+			t.Fatalf("FromKey(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzFromKey: a stored key reads back as at most one actor, whose key is
+// the input (the vault row names per-caller values by it).
+func FuzzFromKey(f *testing.F) {
+	for _, s := range []string{"static:laptop", "issued:t1", "oidc:a:b", "local:", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		if a, ok := FromKey(key); ok && a.Key() != key {
+			t.Fatalf("FromKey(%q) = %v, whose key is %q", key, a, a.Key())
+		}
+	})
+}

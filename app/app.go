@@ -84,9 +84,12 @@ type App struct {
 	// telemetry.otlp.endpoint. Close shuts it down last.
 	Tracing *telemetry.Tracing
 
-	state    *State
-	tokens   *accesstoken.Manager          // nil without accessTokens
-	inbound  *inbound.Authenticator        // nil without accessTokens and auth.oidc
+	state   *State
+	tokens  *accesstoken.Manager   // nil without accessTokens
+	inbound *inbound.Authenticator // nil without accessTokens and auth.oidc
+	// verifier is inbound's OIDC verifier for the console's sign-in, read
+	// by request goroutines while a reload replaces it.
+	verifier atomic.Pointer[inbound.Verifier]
 	oauth    *oauth.Manager                // nil without publicUrl
 	oauthDB  *sql.DB                       // PostgreSQL advisory locks for OAuth refreshes; nil otherwise
 	cfg      *config.Config                // what runs (Reload replaces its reloadable sections)
@@ -189,6 +192,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if a.inbound, err = a.inboundFor(cfg, log); err != nil {
 		return nil, err
 	}
+	a.verifier.Store(a.inbound.OIDC())
 
 	var code server.CodeTool
 	var codeAdmission func() server.AdmissionSnapshot
@@ -331,8 +335,10 @@ func ConnectorSpecs(cfg *config.Config) []gateway.ConnectorSpec {
 			URL: c.URL, Command: c.Command,
 			Admission:     callAdmission(c.CallAdmission),
 			SharedSession: c.SharedSession,
+			LegacyVersion: c.LegacyVersion,
 			ReadOnly:      c.ReadOnly, ApprovalRequired: c.ApprovalRequired,
 			OAuth:      c.OAuth != nil,
+			PerCaller:  c.PerCaller(),
 			CatalogPin: cfg.CatalogPin(&c),
 		}
 		if c.Credential != nil {

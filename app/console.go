@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/connecta-dev/connecta/accesstoken"
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/console"
 	"github.com/connecta-dev/connecta/gateway"
@@ -17,8 +18,8 @@ import (
 // every request (a replaced value applies on the next one).
 type vaultCredentials struct{ v *vault.Vault }
 
-func (s vaultCredentials) Credential(ctx context.Context, id string) (string, error) {
-	b, err := s.v.Open(ctx, vault.KindCredential, id, console.CredentialName)
+func (s vaultCredentials) Credential(ctx context.Context, id string, who actor.ID) (string, error) {
+	b, err := s.v.Open(ctx, vault.KindCredential, id, vault.CallerName(console.CredentialName, who))
 	if errors.Is(err, vault.ErrNotFound) || errors.Is(err, vault.ErrNotConfigured) {
 		return "", gateway.ErrNoCredential
 	}
@@ -48,6 +49,7 @@ func (a *App) newConsole(tokens *accesstoken.Manager, log *slog.Logger) (*consol
 		Tokens:   tokens,
 		Vault:    a.state.vault,
 		OAuth:    a.oauth,
+		Verifier: a.verifier.Load,
 		Logger:   log.With("component", "console"),
 	})
 }

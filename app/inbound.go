@@ -27,7 +27,7 @@ func NewVerifier(o *config.OIDC, log *slog.Logger) (*inbound.Verifier, error) {
 		return nil, nil
 	}
 	v, err := inbound.NewVerifier(inbound.VerifierOptions{Issuer: o.Issuer, Audience: o.Audience,
-		Callers: o.Callers, Operators: o.Operators, Logger: log})
+		Callers: o.Callers, Operators: o.Operators, Scopes: o.Scopes, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("auth.oidc: %w", err)
 	}

@@ -1,9 +1,12 @@
 package app
 
 import (
+	"net/http"
+
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"log/slog"
 	"strings"
 
@@ -49,6 +52,7 @@ func OAuthConnectors(cfg *config.Config) []oauth.Connector {
 		conns = append(conns, oauth.Connector{
 			ID: c.ID, Title: c.Title, URL: c.URL,
 			ClientID: c.OAuth.ClientID, ClientSecret: c.OAuth.ClientSecret.Reveal(), Scopes: c.OAuth.Scopes,
+			PerCaller: c.OAuth.Grants == config.PerCaller,
 		})
 	}
 	return conns
@@ -75,6 +79,12 @@ func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantC
 		Logger:     log.With("component", "oauth"),
 		Metrics:    reg,
 		Tracer:     tracer,
+		SessionActor: func(r *http.Request) (actor.ID, bool) {
+			if st == nil {
+				return actor.ID{}, false
+			}
+			return console.SessionActor(st.store, r)
+		},
 		OnGrantChange: func(id string) {
 			if onGrantChange != nil {
 				onGrantChange(id)
@@ -85,6 +95,9 @@ func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantC
 				return
 			}
 			detail := strings.TrimSpace(strings.Join([]string{rec.Outcome, rec.Message}, " "))
+			if rec.Owner != "" { // a per-caller grant: whose it is
+				detail = strings.TrimSpace("owner " + rec.Owner + " " + detail)
+			}
 			if rec.Issuer != "" {
 				detail = strings.TrimSpace(detail + " issuer " + rec.Issuer)
 			}

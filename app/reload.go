@@ -51,6 +51,7 @@ func (a *App) Reload(next *config.Config, log *slog.Logger) {
 		return
 	}
 	a.inbound = in
+	a.verifier.Store(in.OIDC())
 	changed, err := a.Gateway.Reload(ConnectorSpecs(next))
 	if err != nil {
 		log.Error("configuration reload refused; the running configuration stays", "reason", err.Error())

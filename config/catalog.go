@@ -131,3 +131,21 @@ func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node) {
 		}
 	}
 }
+
+// checkPerCallerQuarantine refuses quarantine on a per-caller connector:
+// its catalogs are each caller's own, so their approvals would be per
+// caller too, and `connecta catalog approve` approves a connector's one
+// catalog — a changed tool would stay hidden from everyone.
+func (d *decoder) checkPerCallerQuarantine(c *Config, catalogNode *yaml.Node) {
+	const why = "quarantine cannot apply to a connector with oauth.grants or credential.per: caller (its catalogs are each caller's own, approvals are the connector's): use pin: warn or off for it"
+	for i := range c.Connectors {
+		cc := &c.Connectors[i]
+		switch {
+		case !cc.PerCaller():
+		case cc.CatalogPin == PinQuarantine:
+			d.fail(&yaml.Node{Line: cc.catalogPinLine, Column: 1}, fmt.Sprintf("connectors[%d].catalog.pin", i), "%s", why)
+		case cc.CatalogPin == "" && c.Catalog.Pin == PinQuarantine && catalogNode != nil:
+			d.fail(catalogNode, "catalog.pin", "%s (connector %s: set connectors[%d].catalog.pin)", why, cc.ID, i)
+		}
+	}
+}

@@ -167,7 +167,11 @@ type Connector struct {
 	// SharedSession (url connectors only) is the operator's statement that
 	// the downstream is stateless: every execution and top-level call
 	// shares one MCP session instead of opening its own (P4).
-	SharedSession    bool
+	SharedSession bool
+	// LegacyVersion is `versionNegotiation: legacy`: the session protocols
+	// only (2025-11-25 down), never 2026-07-28's server/discover. The
+	// default, auto, tries 2026-07-28 first.
+	LegacyVersion    bool
 	ReadOnly         []string // tool names classified read-only by the operator
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 	// CatalogPin is the connector's catalog.pin override ("" = the
@@ -194,6 +198,22 @@ type OAuth struct {
 	ClientID     string
 	ClientSecret Secret // resolved from a secret reference; zero when unset
 	Scopes       []string
+	// Grants is PerConnector (the team's one grant, the default) or
+	// PerCaller (each signed-in person's own grant, keyed by actor).
+	Grants string
+}
+
+// Who a connector's grant or credential belongs to (`oauth.grants`,
+// `credential.per`).
+const (
+	PerConnector = "connector"
+	PerCaller    = "caller"
+)
+
+// PerCaller reports whether the connector's calls carry each caller's own
+// grant or credential instead of the team's one.
+func (c *Connector) PerCaller() bool {
+	return (c.OAuth != nil && c.OAuth.Grants == PerCaller) || (c.Credential != nil && c.Credential.Per == PerCaller)
 }
 
 // Header is one HTTP header sent to a remote connector.
@@ -220,6 +240,12 @@ type MissingCredential struct {
 // Builtin connector kinds.
 const (
 	BuiltinDemo = "demo"
+)
+
+// versionNegotiation values.
+const (
+	VersionAuto   = "auto"
+	VersionLegacy = "legacy"
 )
 
 // Defaults (docs/DECISIONS.md, "Configuration").
@@ -353,6 +379,9 @@ type CredentialSlot struct {
 	Label  string
 	Header string
 	Scheme string
+	// Per is PerConnector (one value for the connector, the default) or
+	// PerCaller (each actor's own value).
+	Per string
 }
 
 // Defaults of a `credential` slot.

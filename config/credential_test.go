@@ -19,10 +19,10 @@ func TestCredentialSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := *cfg.Connectors[0].Credential; got != (CredentialSlot{Label: "API key", Header: "Authorization", Scheme: "Bearer"}) {
+	if got := *cfg.Connectors[0].Credential; got != (CredentialSlot{Label: "API key", Header: "Authorization", Scheme: "Bearer", Per: PerConnector}) {
 		t.Fatalf("defaults: %+v", got)
 	}
-	if got := *cfg.Connectors[1].Credential; got != (CredentialSlot{Label: "Token", Header: "X-Api-Key", Scheme: ""}) {
+	if got := *cfg.Connectors[1].Credential; got != (CredentialSlot{Label: "Token", Header: "X-Api-Key", Scheme: "", Per: PerConnector}) {
 		t.Fatalf("explicit: %+v", got)
 	}
 	for _, bad := range []struct{ yaml, want string }{

@@ -576,6 +576,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 	}
 	d.checkQuarantineStore(c, catalogNode)
+	d.checkPerCallerQuarantine(c, catalogNode)
 	if e, ok := fs["telemetry"]; ok {
 		d.telemetry(e.val, c)
 	}
@@ -701,7 +702,7 @@ func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yam
 	return len(e.val.Content) > 0, oidcNode
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog"}
+var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog", "versionNegotiation"}
 
 func (d *decoder) connectors(n *yaml.Node, c *Config) {
 	if n.Kind != yaml.SequenceNode {
@@ -818,7 +819,11 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 	}
 	if e, ok := fs["oauth"]; ok {
 		if _, isURL := fs["url"]; !isURL {
-			d.fail(e.key, path+".oauth", "applies only to url connectors (downstream OAuth is for remote MCP servers)")
+			if perCallerOn(e.val) {
+				d.fail(e.key, path+".oauth", "grants: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own grant")
+			} else {
+				d.fail(e.key, path+".oauth", "applies only to url connectors (downstream OAuth is for remote MCP servers)")
+			}
 		} else {
 			d.oauth(e.val, path+".oauth", &c)
 			for _, h := range c.Headers {
@@ -830,7 +835,11 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 	}
 	if e, ok := fs["credential"]; ok {
 		if _, isURL := fs["url"]; !isURL {
-			d.fail(e.key, path+".credential", "applies only to url connectors (the value is sent as an HTTP header)")
+			if perCallerOn(e.val) {
+				d.fail(e.key, path+".credential", "per: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own credential")
+			} else {
+				d.fail(e.key, path+".credential", "applies only to url connectors (the value is sent as an HTTP header)")
+			}
 		} else {
 			d.credential(e.val, path+".credential", &c)
 		}
@@ -841,8 +850,21 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 			switch {
 			case v && c.URL == "" && len(kinds) == 1:
 				d.fail(e.key, path+".sharedSession", "applies only to url connectors (a stdio or builtin connector is always one shared session)")
+			case v && c.PerCaller():
+				d.fail(e.key, path+".sharedSession", "true cannot go with a per-caller grant or credential (oauth.grants or credential.per: caller): one shared session would carry one caller's identity to everyone")
 			default:
 				c.SharedSession = v
+			}
+		}
+	}
+	if e, ok := fs["versionNegotiation"]; ok {
+		if s, ok := d.str(e.val, path+".versionNegotiation"); ok {
+			switch s {
+			case VersionAuto:
+			case VersionLegacy:
+				c.LegacyVersion = true
+			default:
+				d.fail(e.val, path+".versionNegotiation", "must be %s or %s, not %q", VersionAuto, VersionLegacy, clip(s))
 			}
 		}
 	}
@@ -927,14 +949,17 @@ func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
 // scopes}`. The downstream's own Authorization header is then connecta's
 // to set, so a configured one is refused.
 func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
-	o := &OAuth{}
+	o := &OAuth{Grants: PerConnector}
 	c.OAuth = o
 	if isNull(n) {
 		return
 	}
-	fs, ok := d.fields(n, path, "clientId", "clientSecret", "scopes")
+	fs, ok := d.fields(n, path, "clientId", "clientSecret", "scopes", "grants")
 	if !ok {
 		return
+	}
+	if e, ok := fs["grants"]; ok {
+		o.Grants = d.per(e.val, path+".grants")
 	}
 	o.ClientID = d.clientID(fs, path)
 	if e, segs, ok := d.clientSecretRef(fs, path); ok {
@@ -943,16 +968,24 @@ func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
 		}
 	}
 	if e, ok := fs["scopes"]; ok {
-		if list, ok := d.strList(e.val, path+".scopes"); ok {
-			for _, s := range list {
-				if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
-					d.fail(e.val, path+".scopes", "%q is not a scope token", clip(s))
-					return
-				}
-			}
-			o.Scopes = list
+		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
+	}
+}
+
+// scopeList decodes a list of OAuth scope tokens (RFC 6749 §3.3: no
+// spaces, quotes, backslashes or control characters).
+func (d *decoder) scopeList(n *yaml.Node, field string) ([]string, bool) {
+	list, ok := d.strList(n, field)
+	if !ok {
+		return nil, false
+	}
+	for _, s := range list {
+		if s == "" || strings.ContainsAny(s, " \t\"\\") || hasControl(s) {
+			d.fail(n, field, "%q is not a scope token", clip(s))
+			return nil, false
 		}
 	}
+	return list, true
 }
 
 func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {
@@ -1198,11 +1231,14 @@ func (c *Config) SetListen(addr string) error {
 // set`), filled in on every request. It may not share a header with
 // `headers` or with oauth.
 func (d *decoder) credential(n *yaml.Node, path string, c *Connector) {
-	cr := &CredentialSlot{Label: DefaultCredentialLabel, Header: DefaultCredentialHeader, Scheme: DefaultCredentialScheme}
+	cr := &CredentialSlot{Label: DefaultCredentialLabel, Header: DefaultCredentialHeader, Scheme: DefaultCredentialScheme, Per: PerConnector}
 	if !isNull(n) {
-		fs, ok := d.fields(n, path, "label", "header", "scheme")
+		fs, ok := d.fields(n, path, "label", "header", "scheme", "per")
 		if !ok {
 			return
+		}
+		if e, ok := fs["per"]; ok {
+			cr.Per = d.per(e.val, path+".per")
 		}
 		if e, ok := fs["label"]; ok {
 			if s, ok := d.str(e.val, path+".label"); ok {
@@ -1245,4 +1281,32 @@ func (d *decoder) credential(n *yaml.Node, path string, c *Connector) {
 		return
 	}
 	c.Credential = cr
+}
+
+// per decodes `oauth.grants` / `credential.per`: connector (the team's one
+// value) or caller (each actor's own).
+func (d *decoder) per(n *yaml.Node, path string) string {
+	s, ok := d.str(n, path)
+	if !ok {
+		return PerConnector
+	}
+	if s != PerConnector && s != PerCaller {
+		d.fail(n, path, "%q is not one of connector, caller", clip(s))
+		return PerConnector
+	}
+	return s
+}
+
+// perCallerOn names why a per-caller key cannot apply to a connector that
+// is not a url connector: one process or server shared by every caller.
+func perCallerOn(n *yaml.Node) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; (k == "grants" || k == "per") && n.Content[i+1].Value == PerCaller {
+			return true
+		}
+	}
+	return false
 }

@@ -24,7 +24,11 @@ type OIDC struct {
 	// operators (nil: no OIDC caller is one).
 	Callers   Rule
 	Operators *Rule
-	Line      int
+	// Scopes (auth.oidc.scopes) are what a client should ask the provider
+	// for: scopes_supported in the protected resource metadata and scope=
+	// in the 401 challenge; none by default, and then neither is sent.
+	Scopes []string
+	Line   int
 }
 
 // Rule is one `callers` or `operators` rule: exactly one of Any, Emails or
@@ -68,7 +72,7 @@ func (c *Config) AuthRequired() bool {
 // file is read.
 func (d *decoder) oidc(n *yaml.Node, c *Config) {
 	const path = "auth.oidc"
-	fs, ok := d.fields(n, path, "issuer", "audience", "clientId", "clientSecret", "sessionTtlMs", "callers", "operators")
+	fs, ok := d.fields(n, path, "issuer", "audience", "clientId", "clientSecret", "sessionTtlMs", "callers", "operators", "scopes")
 	if !ok {
 		return
 	}
@@ -113,6 +117,9 @@ func (d *decoder) oidc(n *yaml.Node, c *Config) {
 		if r, ok := d.rule(e.val, path+".operators", false); ok {
 			o.Operators = &r
 		}
+	}
+	if e, ok := fs["scopes"]; ok {
+		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
 	}
 	c.Auth.OIDC = o
 }

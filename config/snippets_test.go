@@ -1,14 +1,19 @@
 package config
 
 import (
+	"bytes"
 	"encoding/base64"
+	"errors"
 	"html"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // A snippet is one piece of configuration a reader may copy: a ```yaml
@@ -53,7 +58,11 @@ func docSnippets(t *testing.T) []snippet {
 	yamls, _ := filepath.Glob("../deploy/*.yaml")
 	more, _ := filepath.Glob("../deploy/*/*.yaml")
 	for _, f := range append(yamls, more...) {
-		if notConnectaConfig[filepath.Base(f)] || strings.Contains(f, "kubernetes") {
+		if strings.Contains(f, "kubernetes") {
+			out = append(out, configMapSnippets(t, f)...)
+			continue
+		}
+		if notConnectaConfig[filepath.Base(f)] {
 			continue
 		}
 		data, err := os.ReadFile(f)
@@ -77,6 +86,35 @@ func docSnippets(t *testing.T) []snippet {
 		}
 	}
 	return out
+}
+
+// configMapSnippets are the connecta configurations a Kubernetes manifest
+// carries: each *.yaml key of a ConfigMap (the other kinds are checked by
+// deploy/kubernetes/manifesttest).
+func configMapSnippets(t *testing.T, file string) []snippet {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []snippet
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for key, text := range doc.Data {
+			if doc.Kind == "ConfigMap" && strings.HasSuffix(key, ".yaml") {
+				out = append(out, snippet{where: file + ": data." + key, text: text})
+			}
+		}
+	}
 }
 
 // complete turns a fragment into a whole file.

@@ -26,6 +26,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/inbound"
 	"html/template"
 	"io"
 	"log/slog"
@@ -90,6 +91,10 @@ type Options struct {
 	Vault *vault.Vault
 	// OAuth runs downstream flows (nil: no connector uses OAuth).
 	OAuth *oauth.Manager
+	// Verifier is the running auth.oidc access-token verifier (/mcp's):
+	// the sign-in requests the connecta resource and takes the person's
+	// actor and claims from the access token. nil: from the ID token.
+	Verifier func() *inbound.Verifier
 	// HTTPClient reaches the identity provider (nil: http.DefaultClient).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
@@ -157,7 +162,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET "+StylesheetPath, c.serveCSS)
 	mux.HandleFunc("GET "+Prefix+"/signin", c.serveSignin)
 	mux.HandleFunc("GET "+CallbackPath, c.serveCallback)
-	mux.Handle("POST "+Prefix+"/signout", c.mutation(c.serveSignout))
+	mux.Handle("POST "+Prefix+"/signout", c.mutationFor(c.serveSignout, false))
 
 	mux.Handle("GET "+Prefix+"/{$}", c.page(c.serveConnections))
 	mux.Handle("GET "+Prefix+"/credentials", c.page(c.serveCredentials))
@@ -176,6 +181,13 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST "+Prefix+"/tokens", c.mutation(c.serveIssueToken))
 	mux.Handle("POST "+Prefix+"/tokens/{id}/rename", c.mutation(c.serveRenameToken))
 	mux.Handle("POST "+Prefix+"/tokens/{id}/revoke", c.mutation(c.serveRevokeToken))
+
+	mux.Handle("GET "+MePath, c.pageFor(c.serveMe, false))
+	mux.Handle("POST "+MePath+"/connect/{id}", c.mutationFor(c.serveMeConnect, false))
+	mux.Handle("POST "+MePath+"/disconnect/{id}", c.mutationFor(c.serveMeDisconnect, false))
+	mux.Handle("POST "+MePath+"/credential/{id}", c.mutationFor(c.serveMeSetCredential, false))
+	mux.Handle("POST "+MePath+"/credential/{id}/delete", c.mutationFor(c.serveMeDeleteCredential, false))
+	mux.Handle("POST "+MePath+"/revoke/{id}", c.mutation(c.serveMeRevoke))
 
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)

@@ -64,10 +64,21 @@ func TestConsole_SignInAndRefusals(t *testing.T) {
 		t.Fatalf("signed out: %d", res.StatusCode)
 	}
 
-	// bob signs in at the provider but is not an operator: no session.
-	bob, status, page := h.signIn(ctx, "bob")
-	if status != http.StatusForbidden || bob.cookie != "" || !strings.Contains(page, "Not an operator") {
-		t.Fatalf("bob: %d cookie=%q %s", status, bob.cookie, page)
+	// bob signs in at the provider and is an admitted caller, not an
+	// operator: a session for /me only; every operator page and mutation
+	// refuses it.
+	bob, status, _ := h.signIn(ctx, "bob")
+	if status != http.StatusSeeOther || bob.cookie == "" {
+		t.Fatalf("bob: %d cookie=%q", status, bob.cookie)
+	}
+	if status, page := bob.get("/operator/"); status != http.StatusForbidden || !strings.Contains(page, "Not an operator") || !strings.Contains(page, `href="/me"`) {
+		t.Fatalf("bob on /operator/: %d %s", status, page)
+	}
+	if status, page := bob.post("/operator/tokens", url.Values{"csrf": {bob.csrf()}, "name": {"bobs"}}, ""); status != http.StatusForbidden || !strings.Contains(page, "Not an operator") {
+		t.Fatalf("bob issuing a token: %d %s", status, page)
+	}
+	if status, page := bob.get("/me"); status != http.StatusOK || !strings.Contains(page, "Your connections") || strings.Contains(page, "/operator/tokens") {
+		t.Fatalf("bob on /me: %d %s", status, page)
 	}
 
 	// alice denies the consent: a clear page, no session.

@@ -57,8 +57,17 @@ type harness struct {
 
 func startHarness(t *testing.T) *harness { t.Helper(); return startHarnessWith(t, "") }
 
-// startHarnessWith is startHarness with extra top-level YAML (e.g. access).
+// startHarnessWith is startHarness with extra YAML after the connectors:
+// top-level keys (e.g. access), or more connectors ("  - id: …"), where
+// {{protected}} is the protected resource server's URL.
 func startHarnessWith(t *testing.T, extra string) *harness {
+	t.Helper()
+	return startHarnessPairwise(t, extra, false)
+}
+
+// startHarnessPairwise: pairwise turns the provider's pairwise subjects on
+// (oidctest.Options.PairwiseSubjects).
+func startHarnessPairwise(t *testing.T, extra string, pairwise bool) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,6 +81,7 @@ func startHarnessWith(t *testing.T, extra string) *harness {
 		},
 		Clients: []oidctest.Client{{ID: consoleClient, Secret: consoleSecret,
 			RedirectURIs: []string{h.base + console.CallbackPath}, GrantTypes: []string{"authorization_code"}}},
+		PairwiseSubjects: pairwise,
 	})
 	h.rs = oidctest.NewProtectedServer(t, h.p)
 	keyedURL := h.startKeyed(t)
@@ -105,7 +115,8 @@ connectors:
     title: Pinned
     url: %s
     catalog: {pin: quarantine}
-`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) + extra
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) +
+		strings.ReplaceAll(extra, "{{protected}}", h.rs.URL) // more connectors may follow, at the protected server
 	h.yaml, h.env = yaml, env
 	h.logs = &syncBuffer{}
 	h.app = h.serve(t, ln)

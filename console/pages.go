@@ -27,12 +27,15 @@ import (
 const testTimeout = 20 * time.Second
 
 type connectionRow struct {
-	ID, Title, Kind   string
-	State, LastError  string
-	LastContact       time.Time
-	ToolCount         *int // nil: never contacted (shown as —, like its last error)
-	OAuth             bool
-	OAuthState        string // "connected", "not connected", "unknown"
+	ID, Title, Kind  string
+	State, LastError string
+	LastContact      time.Time
+	ToolCount        *int // nil: never contacted (shown as —, like its last error)
+	OAuth            bool
+	OAuthState       string // "connected", "not connected", "unknown"
+	// PerCaller: each person's own grant or credential (oauth.grants or
+	// credential.per: caller), managed on /me, not here.
+	PerCaller         bool
 	Credential        bool
 	CredentialLabel   string
 	CredentialSet     bool
@@ -102,9 +105,15 @@ func (c *Console) rows(ctx context.Context) []connectionRow {
 			}
 		}
 		if cc := c.connector(h.ID); cc != nil {
+			r.PerCaller = cc.PerCaller()
+			if r.PerCaller {
+				r.OAuth, r.Credential = cc.OAuth != nil, cc.Credential != nil
+				out = append(out, r)
+				continue
+			}
 			if cc.OAuth != nil && c.o.OAuth != nil {
 				r.OAuth, r.OAuthState = true, "unknown"
-				if ok, err := c.o.OAuth.Granted(ctx, h.ID); err == nil {
+				if ok, err := c.o.OAuth.Granted(ctx, h.ID, actor.ID{}); err == nil {
 					r.OAuthState = map[bool]string{true: "connected", false: "not connected"}[ok]
 				}
 			}
@@ -194,7 +203,7 @@ func (c *Console) serveRevokeGrant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := sessionFrom(r.Context())
-	done, err := c.o.OAuth.Revoke(r.Context(), id, s.op.Actor())
+	done, err := c.o.OAuth.Revoke(r.Context(), id, actor.ID{}, s.op.Actor())
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Revocation failed", err.Message+" The grant was kept.")
 		return
@@ -234,19 +243,8 @@ func (c *Console) serveSetCredential(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	value := strings.TrimSpace(r.PostForm.Get("value"))
-	switch {
-	case value == "":
-		c.fail(w, r, http.StatusBadRequest, "Refused: empty credential", "The value was empty, so nothing was changed.")
-		return
-	case len(value) > vault.MaxCredentialBytes:
-		c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: credential too long", fmt.Sprintf("The value is over %d bytes, so nothing was changed.", vault.MaxCredentialBytes))
-		return
-	case strings.ContainsFunc(value, unicode.IsControl):
-		c.fail(w, r, http.StatusBadRequest, "Refused: control characters", "The value contains control characters, which cannot be sent in an HTTP header, so nothing was changed.")
-		return
-	case c.o.Vault == nil || !c.o.Vault.Configured():
-		c.fail(w, r, http.StatusConflict, "Vault not configured", "Storing a credential needs vault.keys in the configuration, so nothing was changed.")
+	value, ok := c.credentialValue(w, r)
+	if !ok {
 		return
 	}
 	if err := c.o.Vault.Seal(r.Context(), vault.KindCredential, cc.ID, CredentialName, []byte(value)); err != nil {
@@ -475,7 +473,12 @@ func bounded(s string) string {
 	return s
 }
 
-func oauthCaller(op Operator) oauth.Caller { return oauth.Caller{Actor: op.Actor(), Operator: true} }
+func oauthCaller(op Operator) oauth.Caller { return oauthCallerFor(op, op.Who()) }
+
+// oauthCallerFor is the signed-in person starting a flow for who's grant.
+func oauthCallerFor(op Operator, who actor.ID) oauth.Caller {
+	return oauth.Caller{Actor: op.Actor(), Who: who, Operator: !op.CallerOnly}
+}
 
 // urlValues encodes key/value pairs, leaving out empty values.
 func urlValues(kv ...string) string {
@@ -610,4 +613,24 @@ func ruleRow(r config.AccessRule) accessRuleRow {
 		row.Tools = strings.Join(r.Tools, ", ")
 	}
 	return row
+}
+
+// credentialValue is the posted credential value, refused (with a page
+// saying nothing changed) when empty, too long, holding control characters
+// or without a vault to seal it in.
+func (c *Console) credentialValue(w http.ResponseWriter, r *http.Request) (string, bool) {
+	value := strings.TrimSpace(r.PostForm.Get("value"))
+	switch {
+	case value == "":
+		c.fail(w, r, http.StatusBadRequest, "Refused: empty credential", "The value was empty, so nothing was changed.")
+	case len(value) > vault.MaxCredentialBytes:
+		c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: credential too long", fmt.Sprintf("The value is over %d bytes, so nothing was changed.", vault.MaxCredentialBytes))
+	case strings.ContainsFunc(value, unicode.IsControl):
+		c.fail(w, r, http.StatusBadRequest, "Refused: control characters", "The value contains control characters, which cannot be sent in an HTTP header, so nothing was changed.")
+	case c.o.Vault == nil || !c.o.Vault.Configured():
+		c.fail(w, r, http.StatusConflict, "Vault not configured", "Storing a credential needs vault.keys in the configuration, so nothing was changed.")
+	default:
+		return value, true
+	}
+	return "", false
 }

@@ -8,8 +8,10 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"net/http"
 	"strings"
 	"time"
@@ -26,7 +28,13 @@ import (
 type Operator struct {
 	Subject string
 	Email   string
+	// CallerOnly: an admitted caller who is not an operator (auth.oidc.
+	// operators does not name them); the session opens /me only.
+	CallerOnly bool
 }
+
+// Who is the signed-in person's actor.
+func (o Operator) Who() actor.ID { return actor.OIDCSubject(o.Subject) }
 
 // Actor is the audit actor of the operator: "oidc:<sub>", as on /mcp.
 func (o Operator) Actor() string { return "oidc:" + o.Subject }
@@ -34,6 +42,7 @@ func (o Operator) Actor() string { return "oidc:" + o.Subject }
 // session is a request's verified session.
 type session struct {
 	op     Operator
+	claims map[string]any // the sign-in's access-token claims (nil: unknown)
 	digest string
 	csrf   string // the token every mutation must carry
 }
@@ -141,7 +150,11 @@ func (c *Console) serveSignin(w http.ResponseWriter, r *http.Request) {
 	}
 	state, verifier, nonce := randomToken(), oauth2.GenerateVerifier(), randomToken()
 	setCookie(w, signinCookie, state+"."+verifier+"."+nonce, signinTTL)
-	authURL := c.oauth2Config(p).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce))
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)}
+	if c.verifier() != nil { // the access token is for connecta itself, as on /mcp (RFC 8707)
+		opts = append(opts, oauth2.SetAuthURLParam("resource", o.Audience))
+	}
+	authURL := c.oauth2Config(p).AuthCodeURL(state, opts...)
 	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in", Link: authURL, LinkText: "Continue to " + originOf(o.Issuer)})
 }
 
@@ -192,7 +205,12 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(c.clientContext(r.Context()), 15*time.Second)
 	defer cancel()
-	tok, err := c.oauth2Config(p).Exchange(ctx, q.Get("code"), oauth2.VerifierOption(parts[1]))
+	exchange := []oauth2.AuthCodeOption{oauth2.VerifierOption(parts[1])}
+	av := c.verifier()
+	if av != nil {
+		exchange = append(exchange, oauth2.SetAuthURLParam("resource", o.Audience))
+	}
+	tok, err := c.oauth2Config(p).Exchange(ctx, q.Get("code"), exchange...)
 	if err != nil {
 		c.log.Warn("console: code exchange failed", "err", errText(err))
 		c.fail(w, r, http.StatusBadGateway, "Sign-in could not be completed", "The identity provider did not accept the sign-in. Sign in again.")
@@ -223,18 +241,37 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	op := Operator{Subject: idt.Subject}
+	operator := o.Operators != nil && inbound.MatchRule(*o.Operators, claims)
+	caller := inbound.MatchRule(o.Callers, claims)
+	if av != nil {
+		// One actor, one name: the person is who the access token for
+		// connecta names — its sub and claims, exactly as /mcp reads them —
+		// so pairwise subjects (a different sub per client in ID tokens)
+		// cannot make the console's Alice another actor than /mcp's.
+		who, rej := av.Verify(ctx, tok.AccessToken)
+		if rej != nil && rej.Reason != inbound.ReasonCallerNotAllowed {
+			c.log.Warn("console: access token refused", "reason", rej.Reason)
+			c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "The identity provider's access token for connecta was refused ("+rej.Reason+"). Sign in again.")
+			return
+		}
+		caller = rej == nil
+		if caller {
+			op.Subject, operator, claims = who.Who.ID, who.Operator, who.Claims
+		}
+	}
 	op.Email, _ = claims["email"].(string)
-	if o.Operators == nil || !inbound.MatchRule(*o.Operators, claims) {
-		c.log.Info("console: sign-in refused: not an operator", "actor", op.Actor())
-		c.fail(w, r, http.StatusForbidden, "Not an operator", "You signed in, but auth.oidc.operators does not name this account, so the console is closed to it.")
+	if !operator && !caller {
+		c.log.Info("console: sign-in refused: neither an operator nor an admitted caller", "actor", op.Actor())
+		c.fail(w, r, http.StatusForbidden, "Not admitted", "You signed in, but neither auth.oidc.operators nor auth.oidc.callers admits this account, so the console is closed to it.")
 		return
 	}
+	op.CallerOnly = !operator
 	secret := randomToken()
 	now := c.now()
 	ttl := o.SessionTTL
 	err = c.o.Store.PutSession(r.Context(), store.OperatorSession{
 		Digest: digest(secret), Subject: op.Subject, Email: op.Email, CSRFDigest: digest(csrfFor(secret)),
-		CreatedAt: now, ExpiresAt: now.Add(ttl),
+		CallerOnly: op.CallerOnly, Claims: claimsJSON(claims), CreatedAt: now, ExpiresAt: now.Add(ttl),
 	})
 	if err != nil {
 		c.storeFailed(w, r, err)
@@ -242,6 +279,10 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	c.audit(r.Context(), op, "session.signin", "operator:"+op.Subject, op.Email)
 	setCookie(w, SessionCookie, secret, ttl)
+	if op.CallerOnly {
+		http.Redirect(w, r, MePath, http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
 }
 
@@ -284,12 +325,19 @@ func (c *Console) authenticate(r *http.Request) (*session, string) {
 	if subtle.ConstantTimeCompare([]byte(digest(csrf)), []byte(v.CSRFDigest)) != 1 {
 		return nil, "Your session is not valid. Sign in again."
 	}
-	return &session{op: Operator{Subject: v.Subject, Email: v.Email}, digest: v.Digest, csrf: csrf}, ""
+	var claims map[string]any
+	if v.Claims != "" {
+		_ = json.Unmarshal([]byte(v.Claims), &claims)
+	}
+	return &session{op: Operator{Subject: v.Subject, Email: v.Email, CallerOnly: v.CallerOnly}, claims: claims, digest: v.Digest, csrf: csrf}, ""
 }
 
 // page admits a GET from a signed-in operator; anyone else gets the
 // sign-in page (or, without auth.oidc, the page saying how to enable it).
-func (c *Console) page(h http.HandlerFunc) http.Handler {
+func (c *Console) page(h http.HandlerFunc) http.Handler { return c.pageFor(h, true) }
+
+// pageFor is page; operatorOnly false admits any signed-in caller (/me).
+func (c *Console) pageFor(h http.HandlerFunc, operatorOnly bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.oidcConfig() == nil {
 			c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
@@ -303,13 +351,21 @@ func (c *Console) page(h http.HandlerFunc) http.Handler {
 			c.render(w, r, http.StatusUnauthorized, "welcome", view{Title: "Sign in", Error: why})
 			return
 		}
+		if operatorOnly && s.op.CallerOnly {
+			c.notOperator(w, r, s)
+			return
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, s)))
 	})
 }
 
 // mutation admits a POST only from this origin, from a signed-in operator,
 // carrying the session's CSRF token; any refusal changes nothing.
-func (c *Console) mutation(h http.HandlerFunc) http.Handler {
+func (c *Console) mutation(h http.HandlerFunc) http.Handler { return c.mutationFor(h, true) }
+
+// mutationFor is mutation; operatorOnly false admits any signed-in caller
+// (their own connections on /me).
+func (c *Console) mutationFor(h http.HandlerFunc, operatorOnly bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !c.sameOrigin(r) {
 			c.fail(w, r, http.StatusForbidden, "Refused: cross-origin request", "This form was not sent from the console's own pages, so nothing was changed. Open the console and try again.")
@@ -335,6 +391,10 @@ func (c *Console) mutation(h http.HandlerFunc) http.Handler {
 		}
 		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.csrf)) != 1 {
 			c.fail(w, r, http.StatusForbidden, "Refused: stale form", "This form's security token does not match your session (it is from another session, or was forged), so nothing was changed. Reload the page and try again.")
+			return
+		}
+		if operatorOnly && s.op.CallerOnly {
+			c.notOperator(w, r, s)
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, s)))
@@ -405,4 +465,48 @@ func isErrorCode(s string) bool {
 		}
 	}
 	return true
+}
+
+// SessionActor is the actor of the browser's console session (the sign-in
+// /operator and /me share), for the downstream OAuth callback of a
+// per-caller connector: a flow completes only in a browser signed in as
+// the actor that started it. ok is false without a valid session.
+func SessionActor(st store.Store, r *http.Request) (actor.ID, bool) {
+	ck, err := r.Cookie(SessionCookie)
+	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
+		return actor.ID{}, false
+	}
+	v, err := st.GetSession(r.Context(), digest(ck.Value), time.Now())
+	if err != nil || subtle.ConstantTimeCompare([]byte(digest(csrfFor(ck.Value))), []byte(v.CSRFDigest)) != 1 {
+		return actor.ID{}, false
+	}
+	return actor.OIDCSubject(v.Subject), true
+}
+
+// notOperator answers an operator page for a caller's session: it stays
+// signed in, and /me is where its own connections are.
+func (c *Console) notOperator(w http.ResponseWriter, r *http.Request, s *session) {
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
+	c.render(w, r, http.StatusForbidden, "message", view{Title: "Not an operator",
+		Error: "auth.oidc.operators does not name this account, so the operator pages are closed to it. Your own connections are on your page.",
+		Link:  MePath, LinkText: "Your connections"})
+}
+
+// verifier is the running auth.oidc access-token verifier (nil: the
+// console reads the ID token's subject, as before /me existed).
+func (c *Console) verifier() *inbound.Verifier {
+	if c.o.Verifier == nil {
+		return nil
+	}
+	return c.o.Verifier()
+}
+
+// claimsJSON keeps the claims access rules read, bounded; "" when they do
+// not fit (the rules then see none).
+func claimsJSON(claims map[string]any) string {
+	b, err := json.Marshal(claims)
+	if err != nil || len(b) > 16<<10 {
+		return ""
+	}
+	return string(b)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,7 @@ type host struct {
 	// view is what the program reaches: its execute_code request's view,
 	// kept for the whole run (a reload does not change a running program).
 	view *gateway.View
+	who  actor.ID // the execution's caller (per-caller connectors)
 
 	notify Notifier // nil: the caller asked for nothing while it runs
 	secret string   // the run's frame secret, redacted from what streams
@@ -73,6 +75,9 @@ func (h *host) Call(ctx context.Context, provider, function string, args json.Ra
 	}
 	if h.view != nil {
 		ctx = gateway.WithView(ctx, h.view)
+	}
+	if !h.who.IsZero() { // per-caller connectors: the execution's actor's own grant
+		ctx = gateway.WithActor(ctx, h.who)
 	}
 	ctx, span := h.svc.tracer.Start(ctx, "connecta.host_call", trace.WithAttributes(attribute.String("connecta.host.function", function)))
 	defer span.End()

@@ -227,6 +227,7 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		emit:   &emitCollector{maxBytes: s.opts.MaxEmittedBytes, maxBlocks: s.opts.MaxEmittedBlocks},
 		diag:   diag,
 		view:   gateway.ViewFrom(ctx),
+		who:    gateway.ActorFrom(ctx),
 	}
 	if s.opts.Identity != nil {
 		h.requestID, h.actor = s.opts.Identity(ctx)

@@ -76,7 +76,7 @@ func newAbortWatch(t *testing.T, opts *mcp.StreamableHTTPOptions) *abortWatch {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			w.entered.Add(1)
 			<-w.stop
-			return nil, nil
+			return &mcp.CallToolResult{}, nil // (nil, nil) panics the SDK server under 2026-07-28
 		})
 	s.AddTool(&mcp.Tool{Name: "big", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -246,7 +246,9 @@ func TestCallerContextValuesNeverReachDownstream(t *testing.T) {
 		downH.ServeHTTP(w, r)
 	}))
 	t.Cleanup(downSrv.Close) // after the gateway's cleanup: its session holds a GET open
-	env := newTestGateway(t, 10*time.Second, ConnectorSpec{ID: "d", URL: downSrv.URL})
+	// legacy: the connector's own version (2025-11-25) differs from the front
+	// client's (2026-07-28), so a leak would show.
+	env := newTestGateway(t, 10*time.Second, ConnectorSpec{ID: "d", URL: downSrv.URL, LegacyVersion: true})
 
 	// The front door: a real go-sdk server whose tool hands its own handler
 	// context (carrying the front client's protocol version) to Invoke.

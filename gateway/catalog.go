@@ -302,7 +302,7 @@ func minTime(a, b time.Time) time.Time {
 // listTools reads every cursor page of tools/list, keeping each tool's exact
 // bytes. A partial catalog is a failure.
 func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
-	ls, err := c.session(ctx)
+	ls, err := c.catalogSession(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -350,13 +350,13 @@ func (c *connector) listTools(ctx context.Context) (*catalogEntry, error) {
 		var pageBody struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
-			TTLMs      int64             `json:"ttlMs"` // MCP 2026-07-28 Cacheable
+			TTLMs      float64           `json:"ttlMs"` // MCP 2026-07-28 Cacheable; a number, however large
 		}
 		if err := json.Unmarshal(raw, &pageBody); err != nil {
 			return nil, &failure{code: CodeCatalogLookupFailed, message: "tools/list returned a malformed result"}
 		}
-		if page == 0 && pageBody.TTLMs > 0 {
-			downTTL = pageBody.TTLMs
+		if page == 0 && pageBody.TTLMs >= 1 {
+			downTTL = int64(min(pageBody.TTLMs, float64(maxDownstreamTTL/time.Millisecond)))
 		}
 		for _, rt := range pageBody.Tools {
 			t, ok := toolFromRaw(c.spec.ID, rt)

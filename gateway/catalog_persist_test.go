@@ -245,7 +245,12 @@ func TestCatalog_DownstreamTTLCapsCatalogTTL(t *testing.T) {
 	m.put("list_items", "Lists items.", "", ro)
 	m.ttlMs.Store(1000)
 	clk := newClock()
-	env := newPersistGateway(t, nil, clk, Options{}, m.spec("x", ""))
+	// The session path: under 2026-07-28 the SDK's own client-side list
+	// cache honours ttlMs on the real clock, which this fake clock cannot
+	// move (the 2026-07-28 path has its own real-time test).
+	spec := m.spec("x", "")
+	spec.LegacyVersion = true
+	env := newPersistGateway(t, nil, clk, Options{}, spec)
 	toolNames(t, env.g, "x")
 	clk.advance(1500 * time.Millisecond)
 	toolNames(t, env.g, "x")

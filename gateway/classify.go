@@ -32,7 +32,8 @@ type failure struct {
 	component         string // unavailable details: "store" when the store failed
 	status            int    // HTTP status when one was seen
 	missingCredential bool
-	oauth             bool // the OAuth layer refused (its message says why)
+	oauth             bool   // the OAuth layer refused (its message says why)
+	scope             string // a 403 insufficient_scope: the scope the downstream asked for
 }
 
 func (f *failure) Error() string { return string(f.code) + ": " + f.message }
@@ -83,7 +84,7 @@ func (c *connector) classify(ctx context.Context, err error, ex rawmcp.ExchangeS
 		st := ex.Status
 		switch {
 		case st == http.StatusUnauthorized || st == http.StatusForbidden:
-			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st)}
+			return &failure{code: CodeAuthRequired, status: st, message: httpStatusText(st), scope: jstext.Clamp(ex.Scope, MaxDownstreamTextBytes)}
 		case st == http.StatusTooManyRequests:
 			// The downstream's own limit: its Retry-After, else the rule's hint.
 			ms, ok := parseRetryAfter(ex.RetryAfter, c.g.now())
@@ -177,6 +178,9 @@ func (c *connector) authRecovery() string {
 	if s.OAuth {
 		return "oauth"
 	}
+	if s.PerCaller && s.Credential != nil {
+		return "credential" // the caller sets its own (/me), not an operator
+	}
 	if s.Credential != nil || s.MissingCredential != "" || len(s.CredentialRefs) > 0 || len(s.Headers) > 0 || (c.kind == kindStdio && len(s.Env) > 0) {
 		return "operator_config"
 	}
@@ -189,10 +193,16 @@ func (c *connector) authError(f *failure, operation string) *Error {
 	id := c.spec.ID
 	var msg string
 	switch {
+	case f.oauth && c.spec.PerCaller:
+		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }): the person opens the link it returns in a browser signed in to connecta (its /me page) as themselves.", strings.TrimSuffix(f.message, "."), id)
 	case f.oauth:
 		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
+	case c.spec.OAuth && f.scope != "":
+		msg = fmt.Sprintf("Connector %q needs the OAuth scope %s, which its grant lacks (403 insufficient_scope). Call authorize_connector({ connector: %q }): it asks for the granted scopes and this one.", id, quote(f.scope), id)
 	case c.spec.OAuth:
 		msg = fmt.Sprintf("Connector %q refused the OAuth access token (%s) even after a refresh. Call authorize_connector({ connector: %q }).", id, f.message, id)
+	case f.missingCredential && c.spec.PerCaller && c.spec.Credential != nil:
+		msg = fmt.Sprintf("Connector %q needs the caller's own %s, and this caller has none set: the person sets it on connecta's /me page (or an operator with connecta credential set %s value --actor ACTOR). Call authorize_connector({ connector: %q }).", id, c.spec.Credential.Label, id, id)
 	case f.missingCredential && c.spec.Credential != nil:
 		msg = fmt.Sprintf("Connector %q has no credential set: an operator must set its %s. Call authorize_connector({ connector: %q }).", id, c.spec.Credential.Label, id)
 	case f.missingCredential:

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,12 +65,20 @@ type connector struct {
 	lastExit time.Time          // when the last stdio process ended or failed to start
 	proc     *stdioshim.Process // the last stdio process started
 	cat      catalogState
+	proto    string // protocol version negotiated at the last connect
 	// refresh is the one catalog refresh in flight; waiters share its
 	// outcome (golang.org/x/sync/singleflight).
 	refresh singleflight.Group
 	health  healthState
 
 	gens int // live generations containing this connector; guarded by Gateway.regMu
+
+	// who is the actor a per-caller connector's child belongs to (zero for
+	// the configured connector itself); callers are its children by actor,
+	// guarded by mu (percaller.go).
+	who     actor.ID
+	callers map[actor.ID]*connector
+	parent  *connector // a per-caller child's configured connector
 }
 
 type healthState struct {
@@ -78,16 +87,72 @@ type healthState struct {
 	consecutive              int
 }
 
-// liveSession is one connected MCP session.
+// liveSession is one connected MCP session (under 2026-07-28 a connection
+// without session state).
 type liveSession struct {
 	cs     *mcp.ClientSession
 	server *mcp.ServerSession // in-process only
 	proc   *stdioshim.Process // stdio only
 	dead   atomic.Bool
+	// listed: a catalog refresh has listed on this connection (catalogSession).
+	listed atomic.Bool
+
+	// A retired connection closes when its last call ends (retire).
+	useMu    sync.Mutex
+	users    int
+	retiring bool
+}
+
+// stateless reports whether the version is one without sessions.
+func stateless(version string) bool { return version >= statelessProtocolVersion }
+
+// use counts a call on ls; false once ls is retiring (take another).
+func (ls *liveSession) use() bool {
+	ls.useMu.Lock()
+	defer ls.useMu.Unlock()
+	if ls.retiring {
+		return false
+	}
+	ls.users++
+	return true
+}
+
+// done ends a call counted by use, closing a retired connection after its
+// last call. A nil ls is nothing to end.
+func (ls *liveSession) done(g *Gateway) {
+	if ls == nil {
+		return
+	}
+	ls.useMu.Lock()
+	ls.users--
+	last := ls.retiring && ls.users == 0
+	ls.useMu.Unlock()
+	if last {
+		g.closeLater(ls)
+	}
+}
+
+// retire stops new calls on ls and closes it once the calls on it end.
+func (ls *liveSession) retire(g *Gateway) {
+	ls.useMu.Lock()
+	first := !ls.retiring
+	ls.retiring = true
+	idle := ls.users == 0
+	ls.useMu.Unlock()
+	if first && idle {
+		g.closeLater(ls)
+	}
 }
 
 func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
+	return newConnectorFor(g, spec, actor.ID{})
+}
+
+// newConnectorFor builds a connector whose requests carry who's own grant
+// or credential (the zero ID: the connector's one).
+func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, error) {
 	c := &connector{
+		who:      who,
 		g:        g,
 		spec:     spec,
 		logger:   g.logger.With("connector", spec.ID),
@@ -129,13 +194,13 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 			if g.opts.OAuth == nil {
 				return nil, fmt.Errorf("oauth is set but the gateway has no OAuth transport")
 			}
-			base = g.opts.OAuth.Transport(spec.ID, base)
+			base = g.opts.OAuth.Transport(spec.ID, who, base)
 		}
 		if spec.Credential != nil {
 			if g.opts.Credentials == nil {
 				return nil, fmt.Errorf("credential is set but the gateway has no credential source")
 			}
-			base = &credentialTransport{base: base, id: spec.ID, slot: *spec.Credential, src: g.opts.Credentials}
+			base = &credentialTransport{base: base, id: spec.ID, who: who, noCaller: spec.PerCaller && who.IsZero(), slot: *spec.Credential, src: g.opts.Credentials}
 		}
 		c.http = &http.Client{
 			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
@@ -154,6 +219,9 @@ func newConnector(g *Gateway, spec ConnectorSpec) (*connector, error) {
 	}
 	if spec.OAuth && spec.URL == "" {
 		return nil, fmt.Errorf("oauth applies only to url connectors")
+	}
+	if spec.PerCaller && (spec.URL == "" || spec.SharedSession) {
+		return nil, fmt.Errorf("a per-caller grant or credential needs a url connector without sharedSession")
 	}
 	if spec.InProcess != nil {
 		kinds++
@@ -294,9 +362,18 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 	if c.kind != kindHTTP { // HTTP results are captured by the round tripper (rawmcp.Sniff)
 		transport = rawmcp.Transport(transport)
 	}
+	// auto tries 2026-07-28 first; a scoped session (P4) of a downstream
+	// already known to speak a session protocol goes straight to initialize.
+	version := statelessProtocolVersion
+	c.mu.Lock()
+	known := c.proto
+	c.mu.Unlock()
+	if c.spec.LegacyVersion || (scoped && known != "" && !stateless(known)) {
+		version = mcpProtocolVersion
+	}
 	// The session outlives the call that opened it (the SDK keeps the
 	// connect context's values): its later requests belong to no trace.
-	cs, err := client.Connect(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	cs, err := client.Connect(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		if ls.server != nil {
 			_ = ls.server.Close()
@@ -311,7 +388,43 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 		return nil, err
 	}
 	ls.cs = cs
+	if ir := cs.InitializeResult(); ir != nil {
+		c.mu.Lock()
+		c.proto = ir.ProtocolVersion
+		c.mu.Unlock()
+	}
 	return ls, nil
+}
+
+// isStateless reports whether the connector's downstream last negotiated a
+// version without sessions.
+func (c *connector) isStateless() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return stateless(c.proto)
+}
+
+// catalogSession is the connection a catalog refresh lists on. Under
+// 2026-07-28 an HTTP connector's refresh starts from a fresh connection
+// (its one server/discover learns the server's version and capabilities
+// again, and the SDK's own list cache starts empty); that connection then
+// serves every call until the next refresh, and the previous one closes
+// once its calls end. A connection a call opened since the last refresh is
+// used as it is: it has just discovered. Session protocols, stdio and the
+// in-process server keep their one session.
+func (c *connector) catalogSession(ctx context.Context) (*liveSession, error) {
+	for {
+		ls, err := c.session(ctx)
+		if err != nil || c.kind != kindHTTP || !c.isStateless() || !ls.listed.Swap(true) {
+			return ls, err
+		}
+		c.mu.Lock()
+		if c.sess == ls {
+			c.sess = nil
+		}
+		c.mu.Unlock()
+		ls.retire(c.g)
+	}
 }
 
 // watch ends when the session does (server exit, transport failure, close)
@@ -328,6 +441,13 @@ func (c *connector) watch(ls *liveSession) {
 		c.sess = nil
 	}
 	closed := c.closed
+	ls.useMu.Lock()
+	retired := ls.retiring
+	ls.useMu.Unlock()
+	if retired { // replaced at a catalog refresh (catalogSession)
+		c.mu.Unlock()
+		return
+	}
 	if c.kind == kindStdio && !closed {
 		c.crashes++
 		c.lastExit = c.g.now()
@@ -390,7 +510,12 @@ func (c *connector) close() {
 	c.closed = true
 	ls := c.sess
 	c.sess = nil
+	children := c.callers
+	c.callers = nil
 	c.mu.Unlock()
+	for _, cc := range children {
+		cc.close()
+	}
 	if ls != nil {
 		ls.dead.Store(true)
 		ls.close()
@@ -399,20 +524,29 @@ func (c *connector) close() {
 
 // recordSuccess / recordFailure are health accounting: a live downstream
 // answer, or a downstream failure (never local refusals or cancellations).
+// A per-caller child reports to its connector's health too, except one
+// caller's auth_required: that caller has no grant or credential, which
+// says nothing about the downstream (percaller.go).
 func (c *connector) recordSuccess() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.health.lastSuccess = c.g.now()
 	c.health.consecutive = 0
 	c.crashes = 0
+	c.mu.Unlock()
+	if c.parent != nil {
+		c.parent.recordSuccess()
+	}
 }
 
 func (c *connector) recordFailure(code Code) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.health.lastFailure = c.g.now()
 	c.health.lastCode = code
 	c.health.consecutive++
+	c.mu.Unlock()
+	if c.parent != nil && code != CodeAuthRequired {
+		c.parent.recordFailure(code)
+	}
 }
 
 func (c *connector) healthSnapshot() ConnectorHealth {
@@ -426,6 +560,7 @@ func (c *connector) healthSnapshot() ConnectorHealth {
 		LastFailure:         c.health.lastFailure,
 		LastErrorCode:       string(c.health.lastCode),
 		ConsecutiveFailures: c.health.consecutive,
+		ProtocolVersion:     c.proto,
 	}
 	if c.starts > 1 {
 		h.Restarts = c.starts - 1

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/connecta-dev/connecta/actor"
 )
 
 // credentialTransport sets a connector's operator-set credential header on
@@ -13,13 +15,26 @@ import (
 type credentialTransport struct {
 	base http.RoundTripper
 	id   string
-	slot CredentialSlot
-	src  CredentialSource
+	who  actor.ID // the per-caller child's actor; zero: the connector's one value
+	// noCaller: a per-caller connector reached without an actor sends none.
+	noCaller bool
+	slot     CredentialSlot
+	src      CredentialSource
 }
 
 func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	v, err := t.src.Credential(req.Context(), t.id)
+	v, err := "", ErrNoCredential
+	if !t.noCaller {
+		v, err = t.src.Credential(req.Context(), t.id, t.who)
+	}
 	switch {
+	case errors.Is(err, ErrNoCredential) && !t.who.IsZero():
+		// A caller's own value is gone (removed since the catalog loaded):
+		// nothing is sent, the caller is told to set theirs.
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, &failure{code: CodeAuthRequired, missingCredential: true}
 	case errors.Is(err, ErrNoCredential):
 		return t.base.RoundTrip(req)
 	case err != nil:
@@ -42,7 +57,10 @@ func (c *connector) credentialPresent(ctx context.Context) error {
 	if c.spec.Credential == nil {
 		return nil
 	}
-	_, err := c.g.opts.Credentials.Credential(ctx, c.spec.ID)
+	err := ErrNoCredential
+	if !c.withoutCaller() {
+		_, err = c.g.opts.Credentials.Credential(ctx, c.spec.ID, c.who)
+	}
 	switch {
 	case errors.Is(err, ErrNoCredential):
 		return &failure{code: CodeAuthRequired, missingCredential: true}

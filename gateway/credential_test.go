@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/connecta-dev/connecta/actor"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +16,9 @@ type fixedCredential struct {
 	err   error
 }
 
-func (f fixedCredential) Credential(context.Context, string) (string, error) { return f.value, f.err }
+func (f fixedCredential) Credential(context.Context, string, actor.ID) (string, error) {
+	return f.value, f.err
+}
 
 // TestCredentialTransport: the operator-set value is sent in the slot's
 // header with its scheme (or as is without one); with none set the request

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/gateway/observe"
 	"github.com/connecta-dev/connecta/gateway/validate"
@@ -50,6 +51,11 @@ type ConnectorSpec struct {
 	// downstream session instead of opening its own (P4, scoped.go).
 	SharedSession bool
 
+	// LegacyVersion (versionNegotiation: legacy) pins the session protocols:
+	// no server/discover, initialize from 2025-11-25 down. Otherwise
+	// (auto) 2026-07-28 is tried first.
+	LegacyVersion bool
+
 	// Operator classification of tools the downstream leaves unannotated:
 	// ReadOnly makes a tool callable without approval, ApprovalRequired
 	// forces approval (and wins when a tool is in both lists: fail closed).
@@ -79,13 +85,20 @@ type ConnectorSpec struct {
 	// CatalogPin is the connector's catalog.pin: PinOff, PinWarn (the
 	// default when empty) or PinQuarantine (needs Options.Store).
 	CatalogPin string
+
+	// PerCaller (url connectors, not with SharedSession): every request
+	// carries the calling actor's own grant or credential, and catalogs and
+	// sessions are kept per (connector, actor) (percaller.go).
+	PerCaller bool
 }
 
 // OAuthTransport wraps a connector's HTTP transport so that every request
 // carries the connector's OAuth access token (package oauth). Its failures
 // are *oauth.Error.
 type OAuthTransport interface {
-	Transport(connectorID string, base http.RoundTripper) http.RoundTripper
+	// Transport's who is the actor whose own grant the requests carry on a
+	// per-caller connector; the zero ID is the connector's one grant.
+	Transport(connectorID string, who actor.ID, base http.RoundTripper) http.RoundTripper
 }
 
 // CredentialSlot names the header a connector's operator-set credential
@@ -99,9 +112,10 @@ var ErrNoCredential = errors.New("no credential is set")
 
 // CredentialSource reads a connector's operator-set credential, on every
 // request (so a replaced value applies at once). It answers
-// ErrNoCredential when none is set.
+// ErrNoCredential when none is set. who is the actor whose own value is
+// asked for on a per-caller connector; the zero ID is the connector's one.
 type CredentialSource interface {
-	Credential(ctx context.Context, connectorID string) (string, error)
+	Credential(ctx context.Context, connectorID string, who actor.ID) (string, error)
 }
 
 // Options configure a Gateway.
@@ -201,7 +215,8 @@ type ConnectorHealth struct {
 	CatalogFetchedAt    time.Time `json:"catalogFetchedAt,omitzero"`
 	CatalogQuarantined  int       `json:"catalogQuarantined,omitempty"` // listed tools hidden until approved
 	CatalogPin          string    `json:"catalogPin"`
-	Restarts            int       `json:"restarts,omitempty"` // stdio processes started after the first
+	Restarts            int       `json:"restarts,omitempty"`        // stdio processes started after the first
+	ProtocolVersion     string    `json:"protocolVersion,omitempty"` // negotiated with the downstream at the last connect
 }
 
 // New builds the registry. No downstream is contacted until first use; the
@@ -313,7 +328,7 @@ func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error)
 	if c == nil {
 		return nil, UnknownConnector(connectorID)
 	}
-	snap, gerr := c.catalog(ctx, connectorID)
+	snap, gerr := c.forCaller(ctx).catalog(ctx, connectorID)
 	if gerr != nil {
 		return nil, gerr
 	}
@@ -367,6 +382,9 @@ func (g *Gateway) Health() []ConnectorHealth {
 func (g *Gateway) InvalidateCatalog(connectorID string) {
 	if c := g.lookup(connectorID); c != nil {
 		c.invalidateCatalog()
+		for _, cc := range c.callerConnectors() {
+			cc.invalidateCatalog()
+		}
 	}
 }
 
@@ -381,6 +399,17 @@ func (g *Gateway) Authorize(ctx context.Context, connectorID string) (Object, *E
 	}
 	s := c.spec
 	switch {
+	case s.Credential != nil && s.PerCaller:
+		// Each caller's own value: the caller sets it, not the operator.
+		return Object{
+			{Key: "connector", Value: s.ID},
+			{Key: "recovery", Value: "credential"},
+			{Key: "credential", Value: Object{
+				{Key: "label", Value: s.Credential.Label},
+				{Key: "per", Value: "caller"},
+			}},
+			{Key: "instructions", Value: fmt.Sprintf("Connector %q uses each caller's own %s. The person sets theirs on connecta's /me page (signed in as themselves); for a token caller an operator runs `connecta credential set %s value --actor ACTOR`. Then retry the call. The credential is never passed through this tool.", s.ID, s.Credential.Label, s.ID)},
+		}, nil
 	case s.Credential != nil:
 		out := Object{
 			{Key: "connector", Value: s.ID},

@@ -26,6 +26,9 @@ type ConnectorState struct {
 	ToolCount     *int         `json:"toolCount,omitempty"`
 	LastErrorCode string       `json:"lastErrorCode,omitempty"` // when the last outcome was a failure
 	Catalog       CatalogState `json:"catalog"`
+	// ProtocolVersion is the MCP version negotiated at the connector's last
+	// connect (absent before any).
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
 }
 
 // Catalog states (connectorStates.<id>.catalog.state).
@@ -75,7 +78,7 @@ func (c *connector) state() ConnectorState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.health
-	s := ConnectorState{State: StateUnknown}
+	s := ConnectorState{State: StateUnknown, ProtocolVersion: c.proto}
 	var e *catalogEntry
 	s.Catalog, e = c.catalogStateLocked(c.g.now())
 	if e != nil {

@@ -194,6 +194,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 		denied = true
 		return finish(UnknownAddress(req.Front, req.Address))
 	}
+	c = c.forCaller(ctx) // a per-caller connector: the calling actor's own (percaller.go)
 	resolved = c
 
 	timeout := req.Timeout
@@ -439,10 +440,21 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 		session = func(ctx context.Context) (*liveSession, error) { return scope.session(ctx, c) }
 		drop = func(ls *liveSession) { scope.forget(c, ls) }
 	}
-	ls, err := session(ctx)
+	// A connection a catalog refresh retired mid-way (catalogSession) takes
+	// no new call: the next session is the refresh's.
+	inUse := func() (*liveSession, error) {
+		for {
+			ls, err := session(ctx)
+			if err != nil || ls.use() {
+				return ls, err
+			}
+		}
+	}
+	ls, err := inUse()
 	if err != nil {
 		return nil, nil, err
 	}
+	defer func() { ls.done(c.g) }()
 	meta, token, endProgress := c.g.progressMeta(ctx)
 	meta = traceMeta(ctx, meta) // SEP-414: the downstream's parent is this call's span
 	if ir := ls.cs.InitializeResult(); ir != nil {
@@ -451,17 +463,26 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	seen := 0
 	defer func() { endProgress(seen) }()
 	for attempt := 0; ; attempt++ {
-		slot := &rawmcp.Slot{ProgressToken: token}
-		result, err := ls.cs.CallTool(rawmcp.WithSlot(ctx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
+		// A downstream asking for input ends the call at once (OnInput):
+		// connecta has no one to ask.
+		attemptCtx, stop := context.WithCancel(ctx)
+		slot := &rawmcp.Slot{ProgressToken: token, OnInput: stop}
+		result, err := ls.cs.CallTool(rawmcp.WithSlot(attemptCtx, slot), &mcp.CallToolParams{Meta: meta, Name: name, Arguments: args})
+		stop()
 		raw, _ := slot.Result()
 		seen += slot.ProgressSeen()
 		slot.Release()
+		if m := slot.InputRequested(); m != "" && raw == nil {
+			return nil, nil, &failure{code: CodeInputRequiredUnsupported, message: "it sent " + m}
+		}
 		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrSessionMissing) {
 			drop(ls)
 			if ex := rawmcp.ExchangeFrom(ctx); ex != nil {
 				ex.Reset()
 			}
-			if ls, err = session(ctx); err != nil {
+			ls.done(c.g)
+			ls = nil // released: the deferred done has nothing left to end
+			if ls, err = inUse(); err != nil {
 				return nil, nil, err
 			}
 			continue

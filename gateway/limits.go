@@ -51,7 +51,13 @@ const (
 	sessionDeleteTimeout = time.Second
 )
 
-// mcpProtocolVersion pins the session protocol: 2025-11-25 keeps sessions
-// (404 → reconnect), the standalone SSE stream (list_changed), and keeps the
-// SDK's client-side list cache (2026-07-28 only) out of our catalog.
-const mcpProtocolVersion = "2025-11-25"
+// Downstream protocol versions (versionNegotiation, connect). Under auto the
+// SDK sends server/discover for statelessProtocolVersion first and falls back
+// to initialize with mcpProtocolVersion, which the downstream may answer
+// with 2025-06-18 or 2025-03-26; legacy starts at initialize. The session
+// protocols keep sessions (404 → reconnect) and the standalone SSE stream
+// (list_changed); P4 isolates their sessions per scope.
+const (
+	statelessProtocolVersion = "2026-07-28"
+	mcpProtocolVersion       = "2025-11-25"
+)

@@ -27,9 +27,15 @@ const (
 	maxDownstreamTTL = 24 * time.Hour
 )
 
-// key is the connector's shared catalog; per-caller connectors will add the
-// actor (store.CatalogKey has the field already).
-func (c *connector) key() store.CatalogKey { return store.CatalogKey{Connector: c.spec.ID} }
+// key is the connector's shared catalog, or a per-caller child's own
+// (connector, actor).
+func (c *connector) key() store.CatalogKey {
+	k := store.CatalogKey{Connector: c.spec.ID}
+	if !c.who.IsZero() {
+		k.Actor = c.who.Key()
+	}
+	return k
+}
 
 // loadStored reads the store's copy. ok is false when the store could not
 // be read (nil entry and ok true: none is stored).

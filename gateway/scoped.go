@@ -30,8 +30,13 @@ type scopedSession struct {
 	ls  *liveSession
 }
 
-// perScope reports whether c's calls get a session per scope.
-func (c *connector) perScope() bool { return c.kind == kindHTTP && !c.spec.SharedSession }
+// perScope reports whether c's calls get a session per scope. Under
+// 2026-07-28 there is no session state to isolate: every scope shares the
+// connector's one connection (per connector and so per credential: the
+// grant or header is the connector's).
+func (c *connector) perScope() bool {
+	return c.kind == kindHTTP && !c.spec.SharedSession && !c.isStateless()
+}
 
 // session returns the scope's live session for c, connecting on first use
 // (and again after the previous one died).

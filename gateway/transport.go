@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
+	"github.com/connecta-dev/connecta/oauth"
 	"golang.org/x/sys/unix"
 
 	"github.com/connecta-dev/connecta/telemetry"
@@ -39,6 +40,7 @@ type captureTransport struct {
 	base     http.RoundTripper
 	headers  map[string]string
 	maxBytes int64
+	awaiting rawmcp.Awaiting // input requests read off call streams, until answered
 }
 
 func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -59,6 +61,7 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		ex = nil
 	}
 	resp, err := t.base.RoundTrip(req)
+	rawmcp.Answered(req, &t.awaiting, MaxResponseBodyBytes)
 	if err != nil {
 		if ex != nil && req.Context().Err() == nil {
 			ex.RecordTransport(err)
@@ -67,10 +70,15 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if ex != nil {
 		ex.RecordResponse(resp.StatusCode, resp.Header.Get("Retry-After"))
+		if resp.StatusCode == http.StatusForbidden {
+			if sc := oauth.InsufficientScope(resp.Header); len(sc) > 0 {
+				ex.RecordScope(strings.Join(sc, " "))
+			}
+		}
 	}
 	if req.Method == http.MethodPost && resp.Body != nil {
 		resp.Body = &cappedBody{rc: resp.Body, left: t.maxBytes, ex: ex}
-		rawmcp.Sniff(req, resp, MaxResponseBodyBytes)
+		rawmcp.Sniff(req, resp, MaxResponseBodyBytes, &t.awaiting)
 	}
 	return resp, nil
 }

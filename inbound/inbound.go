@@ -161,8 +161,12 @@ func (v *Verifier) ResourceMetadata() *oauthex.ProtectedResourceMetadata {
 		AuthorizationServers:   []string{v.issuer},
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "connecta",
+		ScopesSupported:        v.scopes, // omitted when empty
 	}
 }
+
+// Scopes are auth.oidc.scopes, for the 401 challenge's scope= (nil: none).
+func (v *Verifier) Scopes() []string { return v.scopes }
 
 // ResourceMetadataURL is the document's URL named in the 401 challenge.
 func (v *Verifier) ResourceMetadataURL() string {

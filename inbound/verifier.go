@@ -47,6 +47,9 @@ type VerifierOptions struct {
 	Audience  string // {publicUrl}/mcp
 	Callers   config.Rule
 	Operators *config.Rule
+	// Scopes are advertised (scopes_supported, the challenge's scope=);
+	// tokens are not checked against them.
+	Scopes []string
 	// HTTPClient fetches discovery and keys (nil: a client with a 10 s timeout).
 	HTTPClient         *http.Client
 	ClockSkew          time.Duration // 0: DefaultClockSkew
@@ -66,6 +69,7 @@ type Verifier struct {
 	issuer, audience string
 	callers          config.Rule
 	operators        *config.Rule
+	scopes           []string
 	skew             time.Duration
 	now              func() time.Time
 	log              *slog.Logger
@@ -83,7 +87,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if !o.Callers.Any && len(o.Callers.Emails) == 0 && o.Callers.Claim == nil {
 		return nil, errors.New("inbound: a callers rule is required")
 	}
-	v := &Verifier{issuer: o.Issuer, audience: o.Audience, callers: o.Callers, operators: o.Operators,
+	v := &Verifier{issuer: o.Issuer, audience: o.Audience, callers: o.Callers, operators: o.Operators, scopes: o.Scopes,
 		skew: o.ClockSkew, now: o.Now, log: o.Logger}
 	if v.skew <= 0 {
 		v.skew = DefaultClockSkew

@@ -87,9 +87,11 @@ func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Err
 func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenges []oauthex.Challenge) (*oauthex.ProtectedResourceMetadata, *Error) {
 	type candidate struct{ url, resource string }
 	var cands []candidate
+	named := false // the challenge named a document
 	for _, ch := range challenges {
 		if u := ch.Params["resource_metadata"]; u != "" {
 			cands = append(cands, candidate{u, mcpURL})
+			named = true
 			break
 		}
 	}
@@ -117,6 +119,14 @@ func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenge
 	}
 	if rerr := m.unreachable(ctx, "the downstream", mcpURL); rerr != nil {
 		return nil, rerr
+	}
+	if !named {
+		// No challenge named a document and none is at the well-known
+		// URLs: a 2025-03-26 server, whose authorization server is at the
+		// MCP server's origin (that revision's "authorization base URL").
+		if o := origin(mcpURL); o != "" {
+			return &oauthex.ProtectedResourceMetadata{Resource: mcpURL, AuthorizationServers: []string{o}}, nil
+		}
 	}
 	msg := "the downstream did not answer with usable protected resource metadata (RFC 9728), so it cannot be authorized with OAuth"
 	if first != nil {

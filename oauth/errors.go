@@ -29,7 +29,10 @@ type Error struct {
 	Component string // "store" when the store failed
 	// NoGrant is set when the failure is simply that no grant exists.
 	NoGrant bool
-	err     error
+	// PersonNeeded: a per-caller connector was called by a token (or no
+	// actor): only a signed-in person can connect an account of their own.
+	PersonNeeded bool
+	err          error
 }
 
 func (e *Error) Error() string { return e.Message }

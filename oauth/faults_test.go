@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"io"
 	"net"
 	"net/http"
@@ -30,18 +31,46 @@ type badServer struct {
 	asm func(map[string]any)
 	// token replaces the token endpoint's answer ("" = a good token).
 	token string
-	mu    sync.Mutex
-	forms []url.Values // every token request's form
+	// legacy serves a 2025-03-26 downstream: a bare challenge and no
+	// protected resource metadata.
+	legacy bool
+	mu     sync.Mutex
+	forms  []url.Values // every token request's form
+	// stepUp, when set, is the scope the downstream demands of any token:
+	// a 403 insufficient_scope challenge naming it (guarded by mu).
+	stepUp string
+}
+
+func (b *badServer) setStepUp(scope string) {
+	b.mu.Lock()
+	b.stepUp = scope
+	b.mu.Unlock()
 }
 
 func newBadServer(t *testing.T) *badServer {
 	b := &badServer{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, b.srv.URL+"/.well-known/oauth-protected-resource/mcp"))
+		b.mu.Lock()
+		need := b.stepUp
+		b.mu.Unlock()
+		if r.Header.Get("Authorization") != "" && need != "" {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q`, need, b.srv.URL+"/.well-known/oauth-protected-resource/mcp"))
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		if b.legacy {
+			w.Header().Set("WWW-Authenticate", `Bearer`)
+		} else {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, b.srv.URL+"/.well-known/oauth-protected-resource/mcp"))
+		}
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 	})
-	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/.well-known/oauth-protected-resource/", func(w http.ResponseWriter, r *http.Request) {
+		if b.legacy || r.URL.Path != "/.well-known/oauth-protected-resource/mcp" {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if b.prm != "" {
 			fmt.Fprint(w, b.prm)
@@ -448,7 +477,7 @@ func TestRefreshSendsResource(t *testing.T) {
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(`{}`)), nil }
-	res, err := m.Transport("tracker", http.DefaultTransport).RoundTrip(req)
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,5 +498,82 @@ func TestRefreshSendsResource(t *testing.T) {
 	}
 	if b.forms[1].Get("refresh_token") != "good-refresh-123" {
 		t.Errorf("refresh used %q", b.forms[1].Get("refresh_token"))
+	}
+}
+
+// A 2025-03-26 downstream publishes no protected resource metadata and its
+// challenge names none: the authorization server is the one at the MCP
+// server's origin, as that revision specified.
+func TestDiscovery_2025_03_26FallsBackToTheOriginsAuthorizationServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy = true
+	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
+	st, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
+		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
+	}
+}
+
+// Step-up: a 403 insufficient_scope naming a scope the grant lacks makes
+// authorize_connector ask for the union of granted and required scopes
+// (authorization_required, reason insufficient_scope) — for an operator: a
+// caller who is not one is told that replacing the team's grant is an
+// operator's act. Once the new grant holds the scope, it is authorized.
+func TestStepUp_InsufficientScopeAsksForTheUnion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	callback := func(s *oauth.Status) {
+		t.Helper()
+		u, _ := url.Parse(s.AuthorizationURL)
+		if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state"))); status != http.StatusOK {
+			t.Fatalf("callback: %d %s", status, page)
+		}
+	}
+	first, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	callback(first)
+
+	b.setStepUp("files:write")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || strings.Join(oauth.InsufficientScope(res.Header), " ") != "files:write" {
+		t.Fatalf("HTTP %d %v", res.StatusCode, res.Header.Values("WWW-Authenticate"))
+	}
+
+	caller, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "bob"})
+	if gerr != nil || caller.Status != oauth.StatusAuthorizationRequired || caller.Reason != oauth.ReasonInsufficientScope ||
+		caller.AuthorizationURL != "" || !strings.Contains(caller.Message, "files:write") || !strings.Contains(caller.Message, "operator") {
+		t.Fatalf("a caller's step-up: %+v %v", caller, gerr)
+	}
+	op, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("an operator's step-up: %+v %v", op, gerr)
+	}
+	u, _ := url.Parse(op.AuthorizationURL)
+	if got := u.Query().Get("scope"); !strings.Contains(" "+got+" ", " files:write ") {
+		t.Fatalf("the step-up flow asks for scope %q, want files:write among them", got)
+	}
+	again, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || again.Status != oauth.StatusPending || again.AuthorizationURL != op.AuthorizationURL || again.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("asking again: %+v %v, want the same pending flow", again, gerr)
+	}
+	callback(op)
+	b.setStepUp("")
+	done, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "bob"})
+	if gerr != nil || done.Status != oauth.StatusAuthorized || done.Reason != "" {
+		t.Fatalf("after the step-up: %+v %v", done, gerr)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/connecta-dev/connecta/actor"
 )
 
 // Status is authorize_connector's answer for an OAuth connector.
@@ -26,7 +28,14 @@ type Status struct {
 	ExpiresAt        time.Time
 	Instructions     string
 	Message          string
+	// Reason says why authorization is required again: ReasonInsufficientScope
+	// for a step-up; "" otherwise.
+	Reason string
 }
+
+// ReasonInsufficientScope: the downstream refused the grant's scopes (403
+// insufficient_scope) and asks for more.
+const ReasonInsufficientScope = "insufficient_scope"
 
 // Pinned statuses.
 const (
@@ -66,8 +75,9 @@ func (f *flow) config() *oauth2.Config {
 
 // Caller is who asks to start a flow.
 type Caller struct {
-	Actor    string // recorded in the audit
-	Operator bool   // may force over a healthy grant
+	Actor    string   // recorded in the audit
+	Who      actor.ID // whose grant, on a per-caller connector
+	Operator bool     // may force over a healthy grant
 }
 
 // Authorize answers authorize_connector: authorized when a grant exists
@@ -75,45 +85,83 @@ type Caller struct {
 // a started flow is unexpired, otherwise a new flow's authorization URL.
 func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Caller) (*Status, *Error) {
 	c := m.connector(id)
-	if c == nil {
-		return nil, authRequired("connector %q does not use OAuth", id)
+	o, oerr := m.owner(id, who.Who)
+	if oerr != nil {
+		return nil, oerr
 	}
-	g, gerr := m.stored(ctx, id)
+	g, gerr := m.stored(ctx, o)
 	if gerr != nil {
 		return nil, gerr
+	}
+	var extra []string // step-up: scopes beyond the grant's
+	if g != nil {
+		if extra = m.missingScopes(id, g); len(extra) > 0 {
+			if !who.Operator && !c.PerCaller {
+				// Replacing the team's working grant stays an operator's act
+				// (a person's own grant is theirs to step up).
+				return &Status{Connector: id, Status: StatusAuthorizationRequired, Reason: ReasonInsufficientScope,
+					Message: fmt.Sprintf("Connector %q needs the scope %s, which the team's grant lacks: an operator must call authorize_connector({ connector: %q }) to sign in again with it.", id, strings.Join(extra, " "), id)}, nil
+			}
+			force = true
+		}
+	}
+	if g != nil && !force && c.PerCaller {
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is connected to your own account; retry the call. To connect again, call authorize_connector with force: true.", id)}, nil
 	}
 	if g != nil && !force {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is already authorized; retry the call. If it still fails auth_required, an operator can force a new authorization.", id)}, nil
 	}
-	if g != nil && !who.Operator {
+	if g != nil && !who.Operator && !c.PerCaller { // a person may reconnect their own
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is already authorized; only an operator may force a new authorization over a working grant.", id)}, nil
 	}
 
-	unlock, err := m.opts.Store.Lock(ctx, id, "flow")
+	unlock, err := m.opts.Store.Lock(ctx, id, o.name(nameFlow))
 	if err != nil {
 		return nil, storeFailed("lock the flow", err)
 	}
 	defer unlock()
-	if !force {
+	if !force || len(extra) > 0 {
 		var f flow
-		ok, ferr := m.load(ctx, id, "flow", &f)
+		ok, ferr := m.load(ctx, id, o.name(nameFlow), &f)
 		if ferr != nil {
 			return nil, ferr
 		}
-		if ok && m.now().Before(f.ExpiresAt) {
-			return m.pendingStatus(c, &f, StatusPending), nil
+		// A step-up reuses a pending flow only when it asks for the scopes.
+		if ok && m.now().Before(f.ExpiresAt) && len(union(f.Scopes, extra)) == len(f.Scopes) {
+			st := m.pendingStatus(c, &f, StatusPending)
+			if len(extra) > 0 {
+				st.Reason = ReasonInsufficientScope
+			}
+			return st, nil
 		}
 	}
-	f, ferr := m.start(ctx, c, who)
+	var granted []string
+	if g != nil && len(extra) > 0 {
+		granted = union(g.Scopes, extra) // the union of granted and required
+	}
+	f, ferr := m.start(ctx, c, o, who, granted)
 	if ferr != nil {
 		return nil, ferr
 	}
-	return m.pendingStatus(c, f, StatusAuthorizationRequired), nil
+	st := m.pendingStatus(c, f, StatusAuthorizationRequired)
+	if len(extra) > 0 {
+		st.Reason = ReasonInsufficientScope
+	}
+	return st, nil
 }
 
 func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
+	if c.PerCaller {
+		return &Status{
+			Connector: c.ID, Status: status, AuthorizationURL: f.URL, ExpiresAt: f.ExpiresAt.UTC(),
+			Instructions: fmt.Sprintf("This link connects your own %s account, and only in a browser signed in to connecta as you: sign in at %s/me first, then open authorizationUrl in that browser, sign in to %s and allow access before %s. "+
+				"The link is yours alone; opened by anyone else it grants nothing. Then retry the call.",
+				c.Title, m.opts.PublicURL, c.Title, f.ExpiresAt.UTC().Format(time.RFC3339)),
+		}
+	}
 	return &Status{
 		Connector: c.ID, Status: status, AuthorizationURL: f.URL, ExpiresAt: f.ExpiresAt.UTC(),
 		Instructions: fmt.Sprintf("Give this link to a person who can sign in to %s: open authorizationUrl in a browser, sign in and allow access before %s. "+
@@ -124,7 +172,9 @@ func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
 
 // start discovers, identifies the client and seals a new flow (replacing
 // any pending one).
-func (m *Manager) start(ctx context.Context, c *Connector, who Caller) (*flow, *Error) {
+// A step-up passes stepUp, the granted scopes with the required ones: the
+// flow asks for those besides what it would ask for anyway.
+func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, stepUp []string) (*flow, *Error) {
 	d, err := m.discover(ctx, c)
 	if err != nil {
 		return nil, err
@@ -137,6 +187,7 @@ func (m *Manager) start(ctx context.Context, c *Connector, who Caller) (*flow, *
 	if len(scopes) == 0 {
 		scopes = slices.Clone(d.scopes)
 	}
+	scopes = union(scopes, stepUp)
 	// SEP-2207: ask for offline_access when the server offers it, so that
 	// a refresh token comes with the grant.
 	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
@@ -153,10 +204,10 @@ func (m *Manager) start(ctx context.Context, c *Connector, who Caller) (*flow, *
 		Resource: d.resource, Redirect: cl.Redirect, Scopes: scopes, StartedBy: who.Actor,
 	}
 	f.URL = f.config().AuthCodeURL(state, oauth2.S256ChallengeOption(f.Verifier), oauth2.SetAuthURLParam("resource", f.Resource))
-	if err := m.save(ctx, c.ID, "flow", f); err != nil {
+	if err := m.save(ctx, c.ID, o.name(nameFlow), f); err != nil {
 		return nil, err
 	}
-	m.audit(ctx, AuditRecord{Connector: c.ID, Action: "flow_started", Actor: who.Actor, Issuer: f.Issuer, Message: "client " + cl.Kind})
+	m.audit(ctx, AuditRecord{Connector: c.ID, Action: "flow_started", Actor: who.Actor, Owner: o.display(), Issuer: f.Issuer, Message: "client " + cl.Kind})
 	return f, nil
 }
 
@@ -216,10 +267,30 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		m.log.Warn("oauth callback refused: unknown connector or no state", "connector", clip(id))
 		return fail(http.StatusBadRequest, couldNotComplete)
 	}
-	f, ferr := m.takeFlow(ctx, id, state)
+	// A per-caller flow is the signed-in person's own: the browser must have
+	// a console session, and only that actor's flow is looked at, so a link
+	// started by someone else (forwarded, or opened in a colleague's
+	// browser) matches nothing and grants nothing.
+	o := owner{id: id}
+	if c.PerCaller {
+		who, ok := actor.ID{}, false
+		if m.opts.SessionActor != nil {
+			who, ok = m.opts.SessionActor(r)
+		}
+		if !ok || who.Kind != actor.OIDC {
+			m.log.Warn("oauth callback refused: per-caller connector and no console session in this browser", "connector", id)
+			return fail(http.StatusForbidden, fmt.Sprintf("Connector %q connects each person's own account, and this browser is not signed in to connecta. Nothing was granted. Sign in at %s/me as the person who asked for the link, then ask your assistant to call authorize_connector again and open the new link in this browser.", id, m.opts.PublicURL))
+		}
+		o.who = who
+	}
+	f, ferr := m.takeFlow(ctx, o, state)
 	if ferr != nil {
 		m.log.Error("oauth callback: store failed", "connector", id, "err", ferr.Error())
 		return fail(http.StatusServiceUnavailable, "connecta could not reach its store; nothing was changed. Try the link again shortly.")
+	}
+	if f == nil && c.PerCaller {
+		m.log.Warn("oauth callback refused: the state is not a flow of the signed-in actor (someone else's, expired or replayed)", "connector", id)
+		return fail(http.StatusBadRequest, "This authorization link was not started by the person signed in to connecta in this browser, or it is expired or already used. Nothing was granted: a link connects only the account of the person who asked for it. Ask your assistant to call authorize_connector for a link of your own.")
 	}
 	if f == nil {
 		m.log.Warn("oauth callback refused: unknown, expired or replayed state", "connector", id)
@@ -262,12 +333,16 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: m.now(),
 		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
 	}
-	if err := m.putGrant(ctx, id, g); err != nil {
+	if err := m.putGrant(ctx, o, g); err != nil {
 		m.log.Error("oauth callback: could not store the grant", "connector", id, "err", err.Error())
 		return fail(http.StatusServiceUnavailable, "connecta could not store the grant; nothing was changed. Ask for a new link and try again.")
 	}
-	m.audit(ctx, AuditRecord{Connector: id, Action: "granted", Actor: f.StartedBy, Issuer: f.Issuer, Outcome: "ok"})
+	m.audit(ctx, AuditRecord{Connector: id, Action: "granted", Actor: f.StartedBy, Owner: o.display(), Issuer: f.Issuer, Outcome: "ok"})
 	m.grantChanged(id)
+	if c.PerCaller {
+		return callbackResult{status: http.StatusOK, title: "Connected " + c.Title,
+			text: fmt.Sprintf("connecta can now reach %s (connector %q) with your own account, for your calls only. Return to your assistant and retry the request. You can close this window.", c.Title, id)}
+	}
 	return callbackResult{status: http.StatusOK, title: "Connected " + c.Title,
 		text: fmt.Sprintf("connecta can now reach %s (connector %q) on your team's behalf. Return to your assistant and retry the request. You can close this window.", c.Title, id)}
 }
@@ -275,9 +350,9 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 // takeFlow returns the connector's flow if state is its state and it has
 // not expired, deleting it first so that it is used once, whichever replica
 // asks; nil when there is none or it does not match.
-func (m *Manager) takeFlow(ctx context.Context, id, state string) (*flow, *Error) {
+func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, *Error) {
 	var f flow
-	ok, err := m.load(ctx, id, "flow", &f)
+	ok, err := m.load(ctx, o.id, o.name(nameFlow), &f)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -285,7 +360,7 @@ func (m *Manager) takeFlow(ctx context.Context, id, state string) (*flow, *Error
 	if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(f.StateHash)) != 1 {
 		return nil, nil
 	}
-	existed, derr := m.opts.Store.Delete(ctx, id, "flow")
+	existed, derr := m.opts.Store.Delete(ctx, o.id, o.name(nameFlow))
 	if derr != nil {
 		return nil, storeFailed("delete the flow", derr)
 	}

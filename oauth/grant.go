@@ -8,12 +8,15 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
+	"github.com/connecta-dev/connecta/actor"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -39,47 +42,51 @@ type grant struct {
 }
 
 // stored reads the grant from the store (and refreshes the cache).
-func (m *Manager) stored(ctx context.Context, id string) (*grant, *Error) {
+func (m *Manager) stored(ctx context.Context, o owner) (*grant, *Error) {
 	var g grant
-	ok, err := m.load(ctx, id, "grant", &g)
+	ok, err := m.load(ctx, o.id, o.name(nameGrant), &g)
 	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !ok || g.AccessToken == "" {
-		delete(m.cache, id)
+		delete(m.cache, o.key())
 		return nil, nil
 	}
-	m.cache[id] = &g
+	m.cache[o.key()] = &g
 	return &g, nil
 }
 
-func (m *Manager) putGrant(ctx context.Context, id string, g *grant) *Error {
-	if err := m.save(ctx, id, "grant", g); err != nil {
+func (m *Manager) putGrant(ctx context.Context, o owner, g *grant) *Error {
+	if err := m.save(ctx, o.id, o.name(nameGrant), g); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.cache[id] = g
+	m.cache[o.key()] = g
 	m.mu.Unlock()
 	return nil
 }
 
 // dropGrant deletes the grant (invalid_grant, revoke).
-func (m *Manager) dropGrant(ctx context.Context, id string) *Error {
+func (m *Manager) dropGrant(ctx context.Context, o owner) *Error {
 	m.mu.Lock()
-	delete(m.cache, id)
+	delete(m.cache, o.key())
 	m.mu.Unlock()
-	if _, err := m.opts.Store.Delete(ctx, id, "grant"); err != nil {
+	if _, err := m.opts.Store.Delete(ctx, o.id, o.name(nameGrant)); err != nil {
 		return storeFailed("delete the grant", err)
 	}
-	m.grantChanged(id)
+	m.grantChanged(o.id)
 	return nil
 }
 
-func (m *Manager) noGrant(id string) *Error {
+func (m *Manager) noGrant(o owner) *Error {
+	if !o.who.IsZero() {
+		return &Error{Code: CodeAuthRequired, NoGrant: true,
+			Message: fmt.Sprintf("Connector %q connects each person's own account, and %s has not connected one yet", o.id, o.who)}
+	}
 	return &Error{Code: CodeAuthRequired, NoGrant: true,
-		Message: fmt.Sprintf("Connector %q is not authorized yet: a person must sign in to it once for the team", id)}
+		Message: fmt.Sprintf("Connector %q is not authorized yet: a person must sign in to it once for the team", o.id)}
 }
 
 // fresh reports whether an access token can be sent without refreshing:
@@ -99,30 +106,31 @@ func (m *Manager) fresh(g *grant) bool {
 // accessToken returns a grant whose access token is current: the cached
 // one while fresh, else the store's, refreshed (once, under the store's
 // lock) when it is about to expire.
-func (m *Manager) accessToken(ctx context.Context, id string) (*grant, *Error) {
+func (m *Manager) accessToken(ctx context.Context, o owner) (*grant, *Error) {
 	m.mu.Lock()
-	g := m.cache[id]
+	g := m.cache[o.key()]
 	m.mu.Unlock()
 	if g != nil && m.fresh(g) {
 		return g, nil
 	}
-	g, err := m.stored(ctx, id)
+	g, err := m.stored(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	if g == nil {
-		return nil, m.noGrant(id)
+		return nil, m.noGrant(o)
 	}
 	if m.fresh(g) {
 		return g, nil
 	}
-	return m.refresh(ctx, id, g.AccessToken)
+	return m.refresh(ctx, o, g.AccessToken)
 }
 
 // refresh replaces the access token that stale names, under the store's
 // lock: whoever holds the lock first refreshes; the others find the grant
 // already changed and use it.
-func (m *Manager) refresh(ctx context.Context, id, stale string) (g *grant, e *Error) {
+func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant, e *Error) {
+	id := o.id
 	ctx, span := m.tracer.Start(ctx, "connecta.oauth.refresh", trace.WithAttributes(attribute.String("connecta.connector", id)))
 	defer func() {
 		if e != nil {
@@ -131,25 +139,25 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (g *grant, e *E
 		}
 		span.End()
 	}()
-	unlock, err := m.opts.Store.Lock(ctx, id, "grant")
+	unlock, err := m.opts.Store.Lock(ctx, id, o.name(nameGrant))
 	if err != nil {
 		return nil, storeFailed("lock the grant", err)
 	}
 	defer unlock()
-	g, gerr := m.stored(ctx, id)
+	g, gerr := m.stored(ctx, o)
 	if gerr != nil {
 		return nil, gerr
 	}
 	if g == nil {
-		return nil, m.noGrant(id)
+		return nil, m.noGrant(o)
 	}
 	if g.AccessToken != stale && m.fresh(g) {
 		return g, nil // another request or replica refreshed it
 	}
 	if g.RefreshToken == "" {
 		m.metrics.refreshed(id, "invalid_grant")
-		m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Issuer: g.Issuer, Outcome: "no_refresh_token"})
-		if derr := m.dropGrant(ctx, id); derr != nil {
+		m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Owner: o.display(), Issuer: g.Issuer, Outcome: "no_refresh_token"})
+		if derr := m.dropGrant(ctx, o); derr != nil {
 			return nil, derr
 		}
 		return nil, authRequired("Connector %q's access expired and the authorization server gave no refresh token: a person must sign in again", id)
@@ -162,8 +170,8 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (g *grant, e *E
 		var re *oauth2.RetrieveError
 		if errors.As(rerr, &re) && re.ErrorCode == "invalid_grant" {
 			m.metrics.refreshed(id, "invalid_grant")
-			m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Issuer: g.Issuer, Outcome: "invalid_grant"})
-			if derr := m.dropGrant(ctx, id); derr != nil {
+			m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Owner: o.display(), Issuer: g.Issuer, Outcome: "invalid_grant"})
+			if derr := m.dropGrant(ctx, o); derr != nil {
 				return nil, derr
 			}
 			return nil, authRequired("Connector %q's grant was revoked or expired at the authorization server (invalid_grant): a person must sign in again", id)
@@ -183,7 +191,7 @@ func (m *Manager) refresh(ctx context.Context, id, stale string) (g *grant, e *E
 	if tok.RefreshToken != "" {
 		next.RefreshToken = tok.RefreshToken // rotated
 	}
-	if err := m.putGrant(ctx, id, &next); err != nil {
+	if err := m.putGrant(ctx, o, &next); err != nil {
 		m.metrics.refreshed(id, "failed")
 		return nil, err
 	}
@@ -255,32 +263,46 @@ func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth
 // is refreshed once and the request sent once more. That is transport
 // authentication, not a retry: the downstream refused the first request
 // before running anything. Failures are *Error.
-func (m *Manager) Transport(id string, base http.RoundTripper) http.RoundTripper {
-	return &transport{m: m, id: id, base: base}
+//
+// who is the actor whose own grant a per-caller connector's requests carry
+// (the gateway builds one transport per actor); the zero ID is the
+// connector's one grant.
+func (m *Manager) Transport(id string, who actor.ID, base http.RoundTripper) http.RoundTripper {
+	return &transport{m: m, o: owner{id: id, who: who}, base: base}
 }
 
 type transport struct {
 	m    *Manager
-	id   string
+	o    owner
 	base http.RoundTripper
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	g, err := t.m.accessToken(ctx, t.id)
+	o, oerr := t.m.owner(t.o.id, t.o.who)
+	if oerr != nil {
+		closeBody(req)
+		return nil, oerr
+	}
+	g, err := t.m.accessToken(ctx, o)
 	if err != nil {
 		closeBody(req)
 		return nil, err
 	}
 	first := withToken(req, g.AccessToken)
 	res, rerr := t.base.RoundTrip(first)
+	if rerr == nil && res.StatusCode == http.StatusForbidden {
+		if sc := InsufficientScope(res.Header); len(sc) > 0 {
+			t.m.needScopes(t.o.id, sc)
+		}
+	}
 	if rerr != nil || res.StatusCode != http.StatusUnauthorized {
 		return res, rerr
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return res, nil // cannot be re-sent: the 401 stands
 	}
-	g2, err := t.m.refresh(ctx, t.id, g.AccessToken)
+	g2, err := t.m.refresh(ctx, o, g.AccessToken)
 	if err != nil {
 		drain(res)
 		return nil, err
@@ -317,15 +339,22 @@ func closeBody(req *http.Request) {
 // Revoke deletes the connector's grant, first asking the authorization
 // server to revoke it (RFC 7009) when it advertised a revocation endpoint.
 // It returns what was done; an unreachable server leaves the grant in place.
-func (m *Manager) Revoke(ctx context.Context, id, actor string) (string, *Error) {
-	if m.connector(id) == nil {
-		return "", authRequired("connector %q does not use OAuth", id)
+//
+// who names whose grant on a per-caller connector (the zero ID: the
+// connector's one grant); by is who asked, for the audit.
+func (m *Manager) Revoke(ctx context.Context, id string, who actor.ID, by string) (string, *Error) {
+	o, oerr := m.owner(id, who)
+	if oerr != nil {
+		return "", oerr
 	}
-	g, err := m.stored(ctx, id)
+	g, err := m.stored(ctx, o)
 	if err != nil {
 		return "", err
 	}
 	if g == nil {
+		if !who.IsZero() {
+			return fmt.Sprintf("connector %q has no grant of %s; nothing to revoke", id, who), nil
+		}
 		return fmt.Sprintf("connector %q has no grant; nothing to revoke", id), nil
 	}
 	done := "deleted the stored grant"
@@ -340,10 +369,10 @@ func (m *Manager) Revoke(ctx context.Context, id, actor string) (string, *Error)
 		}
 		done = "revoked the grant at " + origin(g.RevocationURL) + " and deleted it"
 	}
-	if derr := m.dropGrant(ctx, id); derr != nil {
+	if derr := m.dropGrant(ctx, o); derr != nil {
 		return "", derr
 	}
-	m.audit(ctx, AuditRecord{Connector: id, Action: "revoked", Actor: actor, Issuer: g.Issuer, Outcome: "ok"})
+	m.audit(ctx, AuditRecord{Connector: id, Action: "revoked", Actor: by, Owner: o.display(), Issuer: g.Issuer, Outcome: "ok"})
 	return done, nil
 }
 
@@ -385,13 +414,64 @@ func (m *Manager) Durable() bool { return m.opts.Store.Durable() }
 
 // Granted reports whether the connector has a stored grant (the console's
 // OAuth state); it never contacts the authorization server.
-func (m *Manager) Granted(ctx context.Context, id string) (bool, *Error) {
-	if m.connector(id) == nil {
-		return false, authRequired("connector %q does not use OAuth", id)
+func (m *Manager) Granted(ctx context.Context, id string, who actor.ID) (bool, *Error) {
+	o, oerr := m.owner(id, who)
+	if oerr != nil {
+		return false, oerr
 	}
-	g, err := m.stored(ctx, id)
+	g, err := m.stored(ctx, o)
 	if err != nil {
 		return false, err
 	}
 	return g != nil, nil
+}
+
+// InsufficientScope returns the scopes of a Bearer error="insufficient_scope"
+// challenge (RFC 6750 §3.1: the step-up a 403 asks for), nil for any other.
+func InsufficientScope(h http.Header) []string {
+	chs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if err != nil {
+		return nil
+	}
+	for _, ch := range chs {
+		if ch.Scheme == "bearer" && ch.Params["error"] == "insufficient_scope" {
+			return strings.Fields(ch.Params["scope"])
+		}
+	}
+	return nil
+}
+
+// needScopes records scopes a downstream asked for beyond the grant.
+func (m *Manager) needScopes(id string, scopes []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stepUp[id] = union(m.stepUp[id], scopes)
+}
+
+// missingScopes is what the last step-up challenge asked for that g lacks;
+// none forgets the challenge.
+func (m *Manager) missingScopes(id string, g *grant) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var missing []string
+	for _, s := range m.stepUp[id] {
+		if !slices.Contains(g.Scopes, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		delete(m.stepUp, id)
+	}
+	return missing
+}
+
+// union is a followed by b's scopes not in a, in order.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

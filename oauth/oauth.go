@@ -50,6 +50,8 @@ type Connector struct {
 	// Scopes requested; empty means what the downstream's challenge or
 	// metadata names.
 	Scopes []string
+	// PerCaller (`grants: caller`): each signed-in person's own grant.
+	PerCaller bool
 }
 
 // Options configure a Manager.
@@ -75,6 +77,10 @@ type Options struct {
 	OnGrantChange func(connector string)
 	// Audit receives one record per grant change and per flow started.
 	Audit func(ctx context.Context, rec AuditRecord)
+	// SessionActor finds the browser's console session at the callback; a
+	// per-caller connector's flow completes only in a browser signed in as
+	// the actor that started it. nil: no per-caller flow can complete.
+	SessionActor SessionActor
 	// Stylesheet is the same-origin path of the stylesheet the callback
 	// page links (the console's); "" leaves the page unstyled.
 	Stylesheet string
@@ -94,8 +100,10 @@ const (
 type AuditRecord struct {
 	Connector string `json:"connector"`
 	// Action: flow_started, granted, refreshed_failed, dropped, revoked.
-	Action  string `json:"action"`
-	Actor   string `json:"actor,omitempty"`
+	Action string `json:"action"`
+	Actor  string `json:"actor,omitempty"`
+	// Owner is whose grant, on a per-caller connector (display form).
+	Owner   string `json:"owner,omitempty"`
 	Issuer  string `json:"issuer,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -115,6 +123,10 @@ type Manager struct {
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
+	// stepUp is, per connector, the scopes a downstream's 403
+	// insufficient_scope challenge asked for (this replica's memory: the
+	// next refusal says it again).
+	stepUp map[string][]string
 }
 
 // New validates the configuration. No server is contacted.
@@ -139,6 +151,7 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		cache:  map[string]*grant{},
+		stepUp: map[string][]string{},
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
@@ -197,7 +210,7 @@ func (m *Manager) ClientMetadataURL() string {
 
 func (m *Manager) audit(ctx context.Context, rec AuditRecord) {
 	m.log.LogAttrs(ctx, slog.LevelInfo, "oauth audit", slog.String("connector", rec.Connector),
-		slog.String("action", rec.Action), slog.String("actor", rec.Actor), slog.String("issuer", rec.Issuer),
+		slog.String("action", rec.Action), slog.String("actor", rec.Actor), slog.String("owner", rec.Owner), slog.String("issuer", rec.Issuer),
 		slog.String("outcome", rec.Outcome), slog.String("message", rec.Message))
 	if m.opts.Audit != nil {
 		m.opts.Audit(ctx, rec)

@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"context"
 	"errors"
+	"github.com/connecta-dev/connecta/actor"
 	"io"
 	"net"
 	"net/http"
@@ -48,6 +49,13 @@ func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer,
 // rig's address makes this one a replica behind the same public URL.
 func newRigWithPublic(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string) *rig {
 	t.Helper()
+	return newRigAt(t, p, rs, store, public, false)
+}
+
+// newRigAt: perCaller makes "tracker" a `grants: caller` connector whose
+// callback finds the browser's session in the testSessionCookie.
+func newRigAt(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string, perCaller bool) *rig {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +68,14 @@ func newRigWithPublic(t *testing.T, p *oidctest.Provider, rs *oidctest.Protected
 	}
 	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry()}
 	r.m, err = oauth.New(oauth.Options{
-		PublicURL: r.public, Store: store, Metrics: r.reg,
+		PublicURL: r.public, Store: store, Metrics: r.reg, SessionActor: testSession,
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },
 		Audit: func(_ context.Context, a oauth.AuditRecord) {
 			r.mu.Lock()
 			r.audits = append(r.audits, a)
 			r.mu.Unlock()
 		},
-	}, []oauth.Connector{{ID: "tracker", Title: "Tracker", URL: rs.URL}})
+	}, []oauth.Connector{{ID: "tracker", Title: "Tracker", URL: rs.URL, PerCaller: perCaller}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +132,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 // whoami calls the protected server through the Manager's transport.
 func (r *rig) whoami(ctx context.Context) (string, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	hc := &http.Client{Transport: r.m.Transport("tracker", http.DefaultTransport)}
+	hc := &http.Client{Transport: r.m.Transport("tracker", actor.ID{}, http.DefaultTransport)}
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.rs.URL, HTTPClient: hc}, nil)
 	if err != nil {
 		return "", err
@@ -298,7 +306,7 @@ func TestInvalidGrantDropsGrant(t *testing.T) {
 	}
 	// Revoke at the authorization server (RFC 7009), behind connecta's back
 	// — then the downstream refuses the access token.
-	if _, err := r.m.Revoke(ctx, "tracker", "test"); err != nil {
+	if _, err := r.m.Revoke(ctx, "tracker", actor.ID{}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.whoami(ctx); err == nil {
@@ -332,11 +340,17 @@ func TestInvalidGrantDropsGrant(t *testing.T) {
 // (as a user would from the provider's own settings).
 func (r *rig) revokeAtServer(t *testing.T, ctx context.Context) {
 	t.Helper()
+	r.revokeGrantAtServer(t, ctx, "grant")
+}
+
+// revokeGrantAtServer is revokeAtServer for the grant stored as name.
+func (r *rig) revokeGrantAtServer(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	ms, ok := r.store.(*oauth.MemoryStore)
 	if !ok {
 		t.Fatal("revokeAtServer needs the memory store")
 	}
-	raw, err := ms.Open(ctx, "tracker", "grant")
+	raw, err := ms.Open(ctx, "tracker", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"github.com/connecta-dev/connecta/actor"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,7 +41,7 @@ func TestTokenRequests_NoRedirectsAndNoLocalAddressUnlessTheConnectorIsLocal(t *
 		t.Helper()
 		g := &grant{TokenURL: tokenURL, RevocationURL: tokenURL, ClientID: "c", ClientSecret: "client-secret", AccessToken: "old", RefreshToken: "refresh-secret",
 			Expiry: time.Now().Add(-time.Minute)}
-		if err := m.putGrant(ctx, id, g); err != nil {
+		if err := m.putGrant(ctx, owner{id: id}, g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,11 +49,11 @@ func TestTokenRequests_NoRedirectsAndNoLocalAddressUnlessTheConnectorIsLocal(t *
 	// A public connector whose metadata names a loopback token endpoint:
 	// refused at the dial, not retryable, nothing sent.
 	grantAt("public", as.URL+"/token")
-	_, gerr := m.refresh(ctx, "public", "old")
+	_, gerr := m.refresh(ctx, owner{id: "public"}, "old")
 	if gerr == nil || !strings.Contains(gerr.Message, "private or reserved address") {
 		t.Fatalf("refresh to loopback for a public connector: %v", gerr)
 	}
-	if _, gerr := m.Revoke(ctx, "public", "op"); gerr == nil || gerr.Code != CodeAuthRequired || !strings.Contains(gerr.Message, "private or reserved address") {
+	if _, gerr := m.Revoke(ctx, "public", actor.ID{}, "op"); gerr == nil || gerr.Code != CodeAuthRequired || !strings.Contains(gerr.Message, "private or reserved address") {
 		t.Fatalf("revocation to loopback for a public connector: %v", gerr)
 	}
 	if reached.Load() != 0 {
@@ -62,14 +63,14 @@ func TestTokenRequests_NoRedirectsAndNoLocalAddressUnlessTheConnectorIsLocal(t *
 	// A connector on loopback may use a loopback token endpoint, but a
 	// redirect is answered, not followed.
 	grantAt("local", as.URL+"/redirect")
-	if _, gerr := m.refresh(ctx, "local", "old"); gerr == nil || !strings.Contains(gerr.Message, "HTTP 307") {
+	if _, gerr := m.refresh(ctx, owner{id: "local"}, "old"); gerr == nil || !strings.Contains(gerr.Message, "HTTP 307") {
 		t.Fatalf("refresh through a 307: %v", gerr)
 	}
 	if followed.Load() != 0 {
 		t.Fatal("the token request followed the redirect")
 	}
 	grantAt("local", as.URL+"/token")
-	if g, gerr := m.refresh(ctx, "local", "old"); gerr != nil || g.AccessToken != "new-access" {
+	if g, gerr := m.refresh(ctx, owner{id: "local"}, "old"); gerr != nil || g.AccessToken != "new-access" {
 		t.Fatalf("refresh for a loopback connector: %v", gerr)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
@@ -121,22 +120,34 @@ func hardenLate(a ipc.ChildArgs) error {
 	if err := setRlimit(unix.RLIMIT_NOFILE, childNoFile, childNoFile); err != nil {
 		return err
 	}
+	// The filter grants the poller's waits, never its creation
+	// (epoll_create1, eventfd2): create it now, while that is still allowed.
+	if err := initPoller(); err != nil {
+		return err
+	}
 	if relaxedHardening {
 		// Race and coverage builds need syscalls and memory the list does not
 		// grant (docs/PITFALLS.md); every other layer stays.
 		return nil
 	}
-	startPoller()
 	return installSeccomp()
 }
 
-// startPoller starts the Go runtime's network poller, which every timer
-// needs, before the filter refuses epoll_create1 and eventfd2: the runtime
-// starts it lazily, at the first timer. The re-executed connecta binary's
-// package inits happened to start it before seccomp; the slim child (no such
-// inits) met its first timer in guest.(*run).loop, after the filter, and
-// died in netpollinit. A one-nanosecond sleep puts a timer on the heap.
-func startPoller() { time.Sleep(time.Nanosecond) }
+// initPoller makes the Go runtime create its network poller, which it
+// otherwise does lazily at the first pollable file or timer wait — in a
+// program's run loop, after the filter, where it would die with "netpollinit
+// failed". The re-executed gateway happened to create it before hardening;
+// the slim child must on purpose. A pipe from os.Pipe is registered with the
+// poller (non-blocking), which initialises it once for the process.
+func initPoller() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("initialising the runtime poller: %w", err)
+	}
+	r.Close()
+	w.Close()
+	return nil
+}
 
 func setRlimit(res int, soft, hard uint64) error {
 	if err := unix.Setrlimit(res, &unix.Rlimit{Cur: soft, Max: hard}); err != nil {

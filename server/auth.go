@@ -152,6 +152,11 @@ func (s *Server) refuse(w http.ResponseWriter, set *settings, rej *inbound.Rejec
 	if rej.Status != http.StatusServiceUnavailable {
 		if v := set.inbound.OIDC(); v != nil {
 			params = append(params, fmt.Sprintf("resource_metadata=%q", v.ResourceMetadataURL()))
+			if sc := v.Scopes(); len(sc) > 0 && rej.Status == http.StatusUnauthorized {
+				// What to ask the provider for (MCP 2025-11-25 authorization:
+				// the client uses the challenge's scope first).
+				params = append(params, fmt.Sprintf("scope=%q", strings.Join(sc, " ")))
+			}
 		} else {
 			params = append([]string{`realm="connecta"`}, params...)
 		}

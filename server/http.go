@@ -21,6 +21,7 @@ import (
 	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/jstext"
 )
 
 // requestInfo travels with one HTTP request (or one stdio tool call).
@@ -89,6 +90,8 @@ func (s *Server) Handler() http.Handler {
 		console := s.spanned("connecta.console", s.opts.Operator)
 		mux.Handle("/operator", console)
 		mux.Handle("/operator/", console)
+		mux.Handle("/me", console) // a person's own connections: the same console and sign-in
+		mux.Handle("/me/", console)
 	}
 	return s.logged(securityHeaders(s.hostChecked(mux)))
 }
@@ -260,6 +263,13 @@ func (s *Server) rpcRouted() http.Handler {
 				w.WriteHeader(http.StatusAccepted) // a notification has no reply
 				return
 			}
+			if len(msg.ID) > 0 && msg.Method != "" && !servedMethod(msg.Method) && r.Header.Get("Mcp-Protocol-Version") < mcpStatelessVersion {
+				// The SDK answers an unknown method with a text/plain 400
+				// under the session protocols (under 2026-07-28 with a
+				// JSON-RPC error already): a JSON-RPC client needs the error.
+				writeMethodNotFound(w, msg.ID, msg.Method)
+				return
+			}
 			info.rpcID = rpcIDKey(msg.ID)
 			if token, level := streamWants(msg.Params.Meta); token != nil || level != "" {
 				info.flush = &flushGate{ResponseWriter: w}
@@ -269,6 +279,37 @@ func (s *Server) rpcRouted() http.Handler {
 		}
 		s.mcpJSON.ServeHTTP(w, r)
 	})
+}
+
+// servedMethod reports whether the go-sdk server routes a request method
+// (its serverMethodInfos, requests only; notifications need no answer).
+// TestUnknownMethod_JSONRPCErrorInAJSONBody checks that the SDK routes each
+// one; a method the SDK gains is answered -32601 here until it is added.
+func servedMethod(m string) bool {
+	switch m {
+	case "initialize", "ping", "server/discover", "subscriptions/listen",
+		"tools/list", "tools/call", "logging/setLevel", "completion/complete",
+		"prompts/list", "prompts/get", "resources/list", "resources/templates/list",
+		"resources/read", "resources/subscribe", "resources/unsubscribe":
+		return true
+	}
+	return false
+}
+
+// writeMethodNotFound is JSON-RPC's -32601 for the request id, as JSON.
+func writeMethodNotFound(w http.ResponseWriter, id json.RawMessage, method string) {
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{rpcMethodNotFound, "Method not found: " + jstext.Clamp(method, maxMethodEchoBytes)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 // rpcPeek is what rpcRouted reads of a JSON-RPC message.

@@ -43,4 +43,8 @@ const (
 const (
 	rpcServerOverloaded   = -32001
 	rpcServerShuttingDown = -32002
+	rpcMethodNotFound     = -32601
 )
+
+// maxMethodEchoBytes bounds the unknown method name a -32601 echoes.
+const maxMethodEchoBytes = 200

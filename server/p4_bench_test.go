@@ -9,18 +9,21 @@ import (
 
 // BenchmarkP4_FiveCallProgramOverLoopback is what a session per execution
 // costs end to end: execute_code running five connecta.call()s against a
-// go-sdk server over loopback HTTP, on a connector with sharedSession: true
-// and on one with a session per execution (one more initialize and
-// notifications/initialized per run; the DELETE is off the caller's path).
+// go-sdk server over loopback HTTP, on a connector with sharedSession: true,
+// on one with a session per execution (versionNegotiation: legacy: one more
+// initialize and notifications/initialized per run; the DELETE is off the
+// caller's path) and on the default, which speaks 2026-07-28 to this server
+// over one reused connection.
 func BenchmarkP4_FiveCallProgramOverLoopback(b *testing.B) {
 	sharedPool(b)
 	url := newDownstream(b).url + "/mcp"
 	h := newHarness(b, harnessOptions{code: withCode, extra: []gateway.ConnectorSpec{
 		{ID: "shared", URL: url, SharedSession: true},
-		{ID: "fresh", URL: url},
+		{ID: "fresh", URL: url, LegacyVersion: true},
+		{ID: "stateless", URL: url},
 	}})
 	cs := h.connect(b, "")
-	for _, id := range []string{"shared", "fresh"} {
+	for _, id := range []string{"shared", "fresh", "stateless"} {
 		code := `async () => { for (let i = 0; i < 5; i++) await connecta.call("` + id + `.echo", {i}); return 5 }`
 		args, _ := json.Marshal(map[string]string{"code": code})
 		b.Run(id, func(b *testing.B) {

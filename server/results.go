@@ -68,7 +68,7 @@ func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo
 	if s.opts.OAuth != nil && s.opts.OAuth.Has(id) {
 		who := oauth.Caller{}
 		if info != nil {
-			who = oauth.Caller{Actor: info.actor, Operator: info.operator}
+			who = oauth.Caller{Actor: info.actor, Who: info.who, Operator: info.operator}
 		}
 		st, oerr := s.opts.OAuth.Authorize(ctx, id, force, who)
 		if oerr != nil {
@@ -84,9 +84,13 @@ func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo
 }
 
 // oauthStatus is the pinned answer {connector, recovery: "oauth", status,
-// authorizationUrl?, expiresAt?, instructions?} (message when authorized).
+// reason?, authorizationUrl?, expiresAt?, instructions?} (message when
+// authorized, or when a step-up needs an operator).
 func oauthStatus(st *oauth.Status) gateway.Object {
 	obj := gateway.Object{{Key: "connector", Value: st.Connector}, {Key: "recovery", Value: "oauth"}, {Key: "status", Value: st.Status}}
+	if st.Reason != "" { // "insufficient_scope": a step-up
+		obj = append(obj, gateway.Field{Key: "reason", Value: st.Reason})
+	}
 	if st.AuthorizationURL != "" {
 		obj = append(obj, gateway.Field{Key: "authorizationUrl", Value: st.AuthorizationURL})
 	}

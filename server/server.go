@@ -310,7 +310,11 @@ func New(opts Options) (*Server, error) {
 func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(s.implementation, &mcp.ServerOptions{
 		Instructions: s.instructions,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// logging: connecta sends notifications/message (program console
+		// output at the requested level), which 2025-11-25 requires it to
+		// declare.
+		//lint:ignore SA1019 program output streams through the deprecated logging feature (stream.go)
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
 			// With access rules tools/list is per caller: private, and
 			// short-lived so a reloaded rule shows within a minute.
@@ -325,8 +329,10 @@ func (s *Server) newMCPServer() *mcp.Server {
 					c.TTLMs = AccessToolsListTTLMs
 				}
 			case *mcp.ServerRequest[*mcp.DiscoverParams]: // server/discover
+				// Per caller, as tools/list (DECISIONS "MCP versions and scopes").
+				c.CacheScope = "private"
 				if accessOn {
-					c.TTLMs, c.CacheScope = AccessToolsListTTLMs, "private"
+					c.TTLMs = AccessToolsListTTLMs
 				}
 			}
 		},
@@ -338,6 +344,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 			return s.runTool(ctx, t, req)
 		})
 	}
+	srv.AddReceivingMiddleware(metaLogLevelMiddleware)
 	return srv
 }
 
@@ -373,7 +380,8 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		info = &perCall
 	}
 	ctx = context.WithValue(ctx, requestInfoKey{}, info)
-	if info.view != nil { // every door below asks this view (gateway.View)
+	ctx = gateway.WithActor(ctx, info.who) // per-caller connectors use this actor's own grant
+	if info.view != nil {                  // every door below asks this view (gateway.View)
 		ctx = gateway.WithView(ctx, info.view)
 	}
 	// A cancellation naming this request (actor, JSON-RPC id) does what a

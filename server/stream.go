@@ -18,6 +18,32 @@ import (
 // HTTP, logging/setLevel cannot persist from one request to the next.
 const metaLogLevel = mcp.MetaKeyLogLevel
 
+// metaLogLevelMiddleware makes a tools/call's
+// _meta["io.modelcontextprotocol/logLevel"] stream under the session
+// protocols too. The SDK honours that key only under 2026-07-28; before it,
+// ServerSession.Log sends nothing until logging/setLevel has set the
+// session's level — never, on a stateless HTTP request, and on stdio only
+// after the client set one. The request stream filters at the request's
+// own level (ConsoleEntry), so the session's floor is opened to debug here:
+// over stdio exactly what HTTP sends.
+func metaLogLevelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && call.Session != nil {
+			if _, level := streamWants(call.Params.Meta); level != "" {
+				if ip := call.Session.InitializeParams(); ip == nil || ip.ProtocolVersion < mcpStatelessVersion {
+					_, _ = next(ctx, "logging/setLevel", &mcp.ServerRequest[*mcp.SetLoggingLevelParams]{
+						Session: call.Session, Params: &mcp.SetLoggingLevelParams{Level: "debug"}})
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// mcpStatelessVersion is the first protocol version whose requests carry
+// their log level in _meta for the SDK to honour.
+const mcpStatelessVersion = "2026-07-28"
+
 // levelRanks ranks the MCP logging levels, lowest first.
 var levelRanks = map[mcp.LoggingLevel]int{
 	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,

@@ -229,8 +229,13 @@ type OperatorSession struct {
 	Subject    string
 	Email      string
 	CSRFDigest string
-	CreatedAt  time.Time
-	ExpiresAt  time.Time
+	// CallerOnly: an admitted caller who is not an operator, signed in for
+	// /me (their own connections); operator pages refuse the session.
+	CallerOnly bool
+	// Claims is the sign-in access token's claims as JSON ("" when unknown).
+	Claims    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 // Sessions keeps console sessions (a sign-in may land on any replica).

@@ -160,8 +160,8 @@ func (s *sqlStore) PutSession(ctx context.Context, v OperatorSession) error {
 	}
 	return s.do(ctx, opPutSession, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, s.d.rebind(
-			`INSERT INTO operator_sessions (digest, subject, email, csrf_digest, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?)`),
-			v.Digest, v.Subject, v.Email, v.CSRFDigest, v.CreatedAt.UnixMilli(), v.ExpiresAt.UnixMilli())
+			`INSERT INTO operator_sessions (digest, subject, email, csrf_digest, created_at_ms, expires_at_ms, caller_only, claims) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			v.Digest, v.Subject, v.Email, v.CSRFDigest, v.CreatedAt.UnixMilli(), v.ExpiresAt.UnixMilli(), boolInt(v.CallerOnly), v.Claims)
 		if isUniqueViolation(err) {
 			return ErrConflict
 		}
@@ -172,10 +172,11 @@ func (s *sqlStore) PutSession(ctx context.Context, v OperatorSession) error {
 func (s *sqlStore) GetSession(ctx context.Context, digest string, now time.Time) (OperatorSession, error) {
 	v := OperatorSession{Digest: digest}
 	err := s.do(ctx, opGetSession, func(ctx context.Context) error {
-		var created, exp int64
+		var created, exp, callerOnly int64
 		err := s.db.QueryRowContext(ctx, s.d.rebind(
-			`SELECT subject, email, csrf_digest, created_at_ms, expires_at_ms FROM operator_sessions WHERE digest = ?`), digest).
-			Scan(&v.Subject, &v.Email, &v.CSRFDigest, &created, &exp)
+			`SELECT subject, email, csrf_digest, created_at_ms, expires_at_ms, caller_only, claims FROM operator_sessions WHERE digest = ?`), digest).
+			Scan(&v.Subject, &v.Email, &v.CSRFDigest, &created, &exp, &callerOnly, &v.Claims)
+		v.CallerOnly = callerOnly != 0
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -337,4 +338,11 @@ func (s *memStore) DeleteSession(ctx context.Context, digest string) (bool, erro
 	_, ok := s.sessions[digest]
 	delete(s.sessions, digest)
 	return ok, nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

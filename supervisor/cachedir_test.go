@@ -291,3 +291,62 @@ func FuzzParseCodeFile(f *testing.F) {
 		}
 	})
 }
+
+// A container's user with $HOME=/ on a read-only root file system has no
+// place for the default cache: the pool still starts, compiling in memory,
+// and says so in exactly one WARN naming the directory and the fix. (A
+// regular file where the cache's parent should be makes the creation fail
+// for root too; the image test proves the read-only root itself.)
+func TestCacheDir_DefaultLocationUnwritableStartsInMemoryWithOneWarn(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", blocker)
+	p, lb, err := cachePool(t, "")
+	if err != nil {
+		t.Fatalf("New refused to start without a writable default cache: %v", err)
+	}
+	runTwo(t, p)
+	logs := lb.String()
+	var warns []string
+	for _, l := range strings.Split(logs, "\n") {
+		// (the test binary's own child is "self", which warns on its own)
+		if strings.Contains(l, "level=WARN") && !strings.Contains(l, "child="+ChildSelf) {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 1 {
+		t.Errorf("want exactly one WARN about the cache, got %d:\n%s", len(warns), logs)
+	}
+	for _, want := range []string{"no writable cache directory", "compiled in memory", filepath.Join(blocker, "connecta", "wazero"), "executor.cacheDir"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the WARN does not say %q:\n%s", want, logs)
+		}
+	}
+}
+
+// The same failure for a configured executor.cacheDir is the operator's
+// mistake and refuses to start, as does a default location that exists but
+// is not private.
+func TestCacheDir_ConfiguredUnwritableOrDefaultNotPrivateRefuses(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cachePool(t, filepath.Join(blocker, "cache")); err == nil || !strings.Contains(err.Error(), "executor.cacheDir") {
+		t.Errorf("a configured cache directory that cannot be made: %v", err)
+	}
+	home := t.TempDir()
+	open := filepath.Join(home, "connecta", "wazero")
+	if err := os.MkdirAll(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", home)
+	if _, _, err := cachePool(t, ""); err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("a default cache directory that is not private: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
@@ -270,5 +272,39 @@ func TestEmbeddedChild_RealMemfdNoExecTakesTheCopy(t *testing.T) {
 		t.Skipf("inside the PID namespace: %s", out)
 	case err != nil || !strings.Contains(string(out), "--- PASS"):
 		t.Fatalf("inside the PID namespace: %v\n%s", err, out)
+	}
+}
+
+// slowEcho answers each host call after a pause, so the child waits for the
+// reply under its seccomp filter (on its run deadline's timer).
+type slowEcho struct{ *testHost }
+
+func (h slowEcho) Call(ctx context.Context, provider, fn string, args json.RawMessage) (json.RawMessage, error) {
+	time.Sleep(50 * time.Millisecond)
+	return h.testHost.Call(ctx, provider, "echo", args)
+}
+
+// The slim child waits for a host call's reply with its filter installed:
+// the runtime's poller (epoll_create1, eventfd2, which the allow-list
+// refuses) must exist before the filter, or the first wait on a timer
+// crashes the child ("netpollinit failed"). The re-executed test binary
+// never showed it: its poller was up from start.
+func TestEmbeddedChild_WaitsForAHostCallUnderItsFilter(t *testing.T) {
+	c := slimChild(t)
+	p, _ := newRealPool(t, Options{Slots: 1, Child: c})
+	requireEngine(t, p)
+	l, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Run(context.Background(), Job{
+		Code:      `async () => [await t.echo(1), await t.echo("x")]`,
+		Providers: []Provider{{Name: "t", Functions: []string{"echo"}}},
+	}, slowEcho{newTestHost()})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %+v", err, res.Err)
+	}
+	if string(res.Value) != `[[1],["x"]]` {
+		t.Fatalf("value %s", res.Value)
 	}
 }

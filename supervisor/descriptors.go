@@ -202,14 +202,20 @@ func (p *Pool) persistCode(code *os.File, key string) {
 
 // openCacheDir opens the configured cache directory (or
 // <os.UserCacheDir()>/connecta/wazero, created 0700) through privdir; nil
-// when there is no user cache directory at all (the code is then compiled at
-// every start). A directory that is not private is an error naming the fix.
+// when the default location cannot be had at all: no user cache directory,
+// or one that cannot be created (a read-only root file system, $HOME=/ as a
+// container's user). The code is then compiled in memory at every start,
+// after one WARN. A configured directory that cannot be created, and any
+// directory that exists but is not private, is an error naming the fix: the
+// first is the operator's explicit choice, the second someone else's
+// directory, and neither is guessed around.
 func (p *Pool) openCacheDir() (*privdir.Dir, error) {
 	dir := p.opts.CacheDir
-	if dir == "" {
+	implicit := dir == ""
+	if implicit {
 		base, err := os.UserCacheDir()
 		if err != nil {
-			p.log.Warn("no user cache directory; the module is compiled at every start", "err", err)
+			p.log.Warn("no user cache directory; the module is compiled in memory at every start (set executor.cacheDir to keep it between starts)", "err", err)
 			return nil, nil
 		}
 		dir = filepath.Join(base, "connecta", "wazero")
@@ -219,6 +225,12 @@ func (p *Pool) openCacheDir() (*privdir.Dir, error) {
 		return nil, fmt.Errorf("supervisor: executor.cacheDir %s: %w", dir, err)
 	}
 	d, err := privdir.Create(dir)
+	if err != nil && implicit && !errors.Is(err, privdir.ErrNotPrivate) {
+		p.log.Warn("no writable cache directory; the module is compiled in memory at every start "+
+			"(mount a volume there owned by this user, mode 0700, or a root-owned sticky tmpfs above it, or set executor.cacheDir)",
+			"dir", dir, "uid", os.Getuid(), "err", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: executor.cacheDir %s: %w (its entries are native code: it and every directory above it must be writable only by root or uid %d)", dir, err, os.Getuid())
 	}

@@ -82,11 +82,12 @@ type Options struct {
 	// MemoryLimitBytes caps wasm linear memory, fixed when a child's runtime
 	// is built (so it is set at spawn); 0 → the engine's default.
 	MemoryLimitBytes uint64
-	// CacheDir is the wazero compilation cache shared by all children. Empty
-	// → <os.UserCacheDir()>/connecta/wazero (created 0700). A directory that
-	// is not ours and 0700 is not trusted: a private subdirectory of it,
-	// connecta-<uid>, is used instead, and New fails, naming the fix, when
-	// that cannot be had either.
+	// CacheDir is where the parent keeps the compiled module between starts
+	// (opened through internal/privdir). Empty → <os.UserCacheDir()>/
+	// connecta/wazero (created 0700), and when that cannot be created (a
+	// read-only root file system) the module is compiled in memory at every
+	// start after one WARN. A directory that exists but is not private, or a
+	// configured one that cannot be created, makes New fail naming the fix.
 	CacheDir string
 	// DisableCache compiles in every child, never touching the disk.
 	DisableCache bool

@@ -23,10 +23,35 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/store"
 )
+
+// CallerSeparator joins a stored name and the actor key of a per-caller
+// value (connector `oauth.grants` / `credential.per: caller`): rows
+// "grant#oidc:<sub>", "value#static:laptop". The name is part of the
+// associated data, so a value sealed for one (connector, actor) does not
+// open as another's. Names of connector-wide values never contain it.
+const CallerSeparator = "#"
+
+// CallerName is the stored name of who's own value called name; the zero
+// actor is the connector's one value, name itself.
+func CallerName(name string, who actor.ID) string {
+	if who.IsZero() {
+		return name
+	}
+	return name + CallerSeparator + who.Key()
+}
+
+// SplitCallerName reverses CallerName: the base name and the actor key
+// ("" for a connector-wide value).
+func SplitCallerName(stored string) (name, actorKey string) {
+	name, actorKey, _ = strings.Cut(stored, CallerSeparator)
+	return name, actorKey
+}
 
 // KeyBytes is the size of a vault key (AES-256).
 const KeyBytes = 32

@@ -138,6 +138,12 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	failures := 0
 	listings := map[string][]gateway.Tool{} // the catalogs that loaded, for the access globs
 	for _, c := range a.Gateway.Connectors() {
+		if cc := cfg.Connector(c.ID); cc != nil && cc.PerCaller() {
+			// Its calls carry each caller's own grant or credential, and
+			// doctor is nobody: there is no listing it may make.
+			fmt.Fprintf(stdout, "connector %s: not checked: it uses each caller's own grant or credential (oauth.grants / credential.per: caller)\n", c.ID)
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 		// A live listing, not the store's copy: doctor checks reachability.
 		a.Gateway.InvalidateCatalog(c.ID)
@@ -166,7 +172,11 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		listings[c.ID] = tools
-		fmt.Fprintf(stdout, "connector %s: ok (%d tools)\n", c.ID, len(tools))
+		proto := ""
+		if v := a.Gateway.ConnectorStates()[c.ID].ProtocolVersion; v != "" {
+			proto = ", MCP " + v
+		}
+		fmt.Fprintf(stdout, "connector %s: ok (%d tools%s)\n", c.ID, len(tools), proto)
 		for _, w := range catalogWarnings(a.Gateway, c.ID) {
 			fmt.Fprintf(stdout, "warning: %s\n", w) // drift warns, never fails
 		}

@@ -246,3 +246,18 @@ func TestCheckAndDoctor_StoreInAMissingDirectoryFails(t *testing.T) {
 		t.Fatalf("check created %v", entries)
 	}
 }
+
+// doctor names the MCP version each connector negotiated (the built-in demo
+// is a go-sdk server: 2026-07-28 under versionNegotiation auto).
+func TestDoctor_NamesNegotiatedProtocolVersion(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	cfg := "listen: 127.0.0.1:0\nstore:\n  url: \"sqlite:" + filepath.Join(dir, "s.db") + "\"\nconnectors:\n  - id: demo\n    builtin: demo\n  - id: old\n    builtin: demo\n    versionNegotiation: legacy\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("doctor", "--config", path)
+	if code != 0 || !strings.Contains(out, "connector demo: ok (7 tools, MCP 2026-07-28)\n") || !strings.Contains(out, "connector old: ok (7 tools, MCP 2025-11-25)\n") {
+		t.Fatalf("doctor: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}

@@ -15,6 +15,10 @@ import (
 // advertised) and deletes it from the store. Grants in memory: die with
 // the process that holds them, so there is nothing for this one to act on.
 func cmdOAuth(args []string, stdout, stderr io.Writer) int {
+	args, who, code := actorFlag("oauth revoke", args, stderr)
+	if code != 0 {
+		return code
+	}
 	fs := newFlagSet("oauth", stdout, stderr)
 	configPath := fs.String("config", "", "configuration file")
 	credentialsDir := fs.String("credentials-dir", "", credentialsDirUsage)
@@ -51,6 +55,14 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "connecta oauth revoke: connector %q is not an OAuth connector in %s\n", id, *configPath)
 		return 1
 	}
+	switch perCaller := c.OAuth.Grants == config.PerCaller; {
+	case perCaller && who.IsZero():
+		fmt.Fprintf(stderr, "connecta oauth revoke: connector %q keeps each person's own grant (oauth.grants: caller): name whose with --actor oidc:<sub>\n", id)
+		return 2
+	case !perCaller && !who.IsZero():
+		fmt.Fprintf(stderr, "connecta oauth revoke: connector %q has one grant for everyone (oauth.grants is not caller), so --actor does not apply\n", id)
+		return 2
+	}
 	if !cfg.Store.Given || cfg.Store.URL.Reveal() == "memory:" {
 		fmt.Fprintf(stderr, "connecta oauth revoke: the store is memory:, so grants live only inside the running server; restarting it drops them (configure store.url to revoke from the command line)\n")
 		return 1
@@ -76,7 +88,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1
 	}
-	done, oerr := m.Revoke(ctx, id, "cli")
+	done, oerr := m.Revoke(ctx, id, who, "cli")
 	if oerr != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %s\n", oerr.Message)
 		return 1

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/connecta-dev/connecta/actor"
 	"io"
 	"log/slog"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/connecta-dev/connecta/app"
@@ -166,9 +168,13 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		return 2
 	}
 	verb := args[0]
+	rest, who, code := actorFlag("credential "+verb, args[1:], stderr)
+	if code != 0 {
+		return code
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	_, st, v, pos, code := openWritableStore(ctx, "credential", args[1:], stdout, stderr, func(cfg *config.Config, pos []string) int {
+	_, st, v, pos, code := openWritableStore(ctx, "credential", rest, stdout, stderr, func(cfg *config.Config, pos []string) int {
 		if len(pos) != 2 {
 			fmt.Fprintln(stderr, usage)
 			return 2
@@ -177,8 +183,18 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "connecta credential %s: no connector %q in %s\n", verb, pos[0], cfg.File)
 			return 1
 		}
-		if pos[1] == "" || len(pos[1]) > 128 {
-			fmt.Fprintf(stderr, "connecta credential %s: NAME must be 1-128 bytes\n", verb)
+		if pos[1] == "" || len(pos[1]) > 128 || strings.Contains(pos[1], vault.CallerSeparator) {
+			fmt.Fprintf(stderr, "connecta credential %s: NAME must be 1-128 bytes without %q\n", verb, vault.CallerSeparator)
+			return 2
+		}
+		c := cfg.Connector(pos[0])
+		perCaller := c.Credential != nil && c.Credential.Per == config.PerCaller
+		switch {
+		case !who.IsZero() && !perCaller:
+			fmt.Fprintf(stderr, "connecta credential %s: connector %q keeps one credential for everyone (credential.per is not caller), so --actor does not apply\n", verb, pos[0])
+			return 2
+		case who.IsZero() && perCaller:
+			fmt.Fprintf(stderr, "connecta credential %s: connector %q keeps each caller's own credential (credential.per: caller): name whose with --actor ACTOR (laptop, token:<id>, oidc:<sub>)\n", verb, pos[0])
 			return 2
 		}
 		if verb == "set" && len(cfg.Vault.Keys) == 0 {
@@ -192,6 +208,14 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	defer st.Close()
 	connector, name := pos[0], pos[1]
+	stored, target := vault.CallerName(name, who), "connector:"+connector
+	if !who.IsZero() {
+		target += " actor:" + who.String() // whose credential: the audit names the actor it belongs to
+	}
+	shown := connector + "/" + name
+	if !who.IsZero() {
+		shown += " of " + who.String()
+	}
 	switch verb {
 	case "set":
 		if !v.Configured() {
@@ -212,26 +236,59 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			fmt.Fprintln(stderr, "connecta credential set: the value on standard input is empty")
 			return 1
 		}
-		err = v.Seal(ctx, vault.KindCredential, connector, name, value)
+		err = v.Seal(ctx, vault.KindCredential, connector, stored, value)
 		clear(value)
 		if err != nil {
 			fmt.Fprintf(stderr, "connecta credential set: %v\n", err)
 			return 1
 		}
-		_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "credential.set", Target: "connector:" + connector, Detail: name})
-		fmt.Fprintf(stdout, "credential %s/%s set (sealed under %s)\n", connector, name, v.ActiveKeyID())
+		_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "credential.set", Target: target, Detail: name})
+		fmt.Fprintf(stdout, "credential %s set (sealed under %s)\n", shown, v.ActiveKeyID())
 	case "delete":
-		ok, err := v.Delete(ctx, vault.KindCredential, connector, name)
+		ok, err := v.Delete(ctx, vault.KindCredential, connector, stored)
 		if err != nil {
 			fmt.Fprintf(stderr, "connecta credential delete: %v\n", err)
 			return 1
 		}
 		if !ok {
-			fmt.Fprintf(stderr, "connecta credential delete: no credential %s/%s\n", connector, name)
+			fmt.Fprintf(stderr, "connecta credential delete: no credential %s\n", shown)
 			return 1
 		}
-		_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "credential.delete", Target: "connector:" + connector, Detail: name})
-		fmt.Fprintf(stdout, "credential %s/%s deleted\n", connector, name)
+		_ = st.AppendAudit(ctx, store.AuditRecord{Actor: cliActor(), Action: "credential.delete", Target: target, Detail: name})
+		fmt.Fprintf(stdout, "credential %s deleted\n", shown)
 	}
 	return 0
+}
+
+// actorFlag takes `--actor ACTOR` (or `--actor=ACTOR`) out of args: the
+// actor written as activity writes it (laptop, token:<id>, oidc:<sub>),
+// read with actor.Parse (local and stdio too: a loopback or --stdio
+// server's one caller is an actor). Absent: the zero ID (the connector's
+// one value).
+func actorFlag(cmd string, args []string, stderr io.Writer) (rest []string, who actor.ID, code int) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var val string
+		switch {
+		case a == "--actor" || a == "-actor":
+			if i+1 >= len(args) {
+				fmt.Fprintf(stderr, "connecta %s: --actor needs a value (laptop, token:<id>, oidc:<sub>)\n", cmd)
+				return nil, actor.ID{}, 2
+			}
+			val = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--actor=") || strings.HasPrefix(a, "-actor="):
+			_, val, _ = strings.Cut(a, "=")
+		default:
+			rest = append(rest, a)
+			continue
+		}
+		id, ok := actor.Parse(val)
+		if !ok {
+			fmt.Fprintf(stderr, "connecta %s: --actor %q is not an actor as activity writes it (a token name such as laptop, token:<id> or oidc:<sub>)\n", cmd, val)
+			return nil, actor.ID{}, 2
+		}
+		who = id
+	}
+	return rest, who, 0
 }

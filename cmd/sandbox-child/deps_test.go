@@ -18,7 +18,7 @@ var (
 		"github.com/connecta-dev/connecta/ipc",
 		"github.com/connecta-dev/connecta/jstext",
 		"github.com/connecta-dev/connecta/quickjs.wasm",
-		"github.com/connecta-dev/connecta/internal/caps", // the child drops its capabilities (sandbox/harden.go)
+		"github.com/connecta-dev/connecta/internal/caps", // read and drop capability sets (x/sys only); the parent's forking thread uses it too
 		"github.com/tetratelabs/wazero",
 		"github.com/elastic/go-seccomp-bpf",
 		"golang.org/x/net/bpf", // go-seccomp-bpf's filter assembler

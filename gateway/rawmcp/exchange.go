@@ -21,6 +21,9 @@ type ExchangeSnapshot struct {
 	RetryAfter string // its Retry-After header
 	Transport  error  // error from the base RoundTripper, nil when a response came
 	BodyCapped bool   // a response body went past the size cap
+	// Scope is what the first failure's 403 insufficient_scope challenge
+	// asked for (space-separated), "" for any other failure.
+	Scope string
 }
 
 type exchangeKey struct{}
@@ -45,6 +48,15 @@ func (ex *Exchange) RecordResponse(status int, retryAfter string) {
 		return
 	}
 	ex.s.Failed, ex.s.Status, ex.s.RetryAfter = true, status, retryAfter
+}
+
+// RecordScope records the step-up scope of the recorded failure's challenge.
+func (ex *Exchange) RecordScope(scope string) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.s.Failed && ex.s.Status == 403 && ex.s.Scope == "" {
+		ex.s.Scope = scope
+	}
 }
 
 // RecordTransport records a round-trip error when it is the first failure.

@@ -3,6 +3,7 @@ package rawmcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -19,7 +20,18 @@ type Slot struct {
 	// SDK's handler, which runs on another goroutine, has delivered them.
 	ProgressToken string
 
+	// OnInput, when set, is called once the downstream has sent a request
+	// for input — elicitation/create or sampling/createMessage — while the
+	// slot's request is pending, and the SDK has sent its answer (a JSON-RPC
+	// error: connecta declares no such capability). It ends the call at once
+	// instead of waiting for a downstream that may wait for better input.
+	// Firing only after the answer is out keeps ending the call's stream
+	// from dropping the request unanswered.
+	OnInput func()
+
 	mu       sync.Mutex
+	input    string // the first input request's method
+	answered bool   // OnInput has run
 	result   []byte
 	got      bool
 	progress int
@@ -54,6 +66,98 @@ func progressToken(method string, params []byte) string {
 	}
 	t, _ := p.Token.(string)
 	return t
+}
+
+// InputRequested returns the method of the first input request the
+// downstream sent while the slot was pending, "" when none came.
+func (s *Slot) InputRequested() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.input
+}
+
+// isInputRequest reports whether method asks the client for input.
+func isInputRequest(method string) bool {
+	return method == "elicitation/create" || method == "sampling/createMessage"
+}
+
+// sawInputRequest records the input request's method (the first one wins).
+func (s *Slot) sawInputRequest(method string) {
+	s.mu.Lock()
+	if s.input == "" {
+		s.input = method
+	}
+	s.mu.Unlock()
+}
+
+// inputAnswered runs OnInput once the SDK's answer has been sent.
+func (s *Slot) inputAnswered() {
+	s.mu.Lock()
+	first := !s.answered
+	s.answered = true
+	s.mu.Unlock()
+	if first && s.OnInput != nil {
+		s.OnInput()
+	}
+}
+
+// onRelease adds f to what Release runs.
+func (s *Slot) onRelease(f func()) {
+	s.mu.Lock()
+	s.forget = append(s.forget, f)
+	s.mu.Unlock()
+}
+
+// Awaiting pairs a downstream's input requests, read off a call's HTTP
+// stream, with the client's answers, written as POSTs of their own; one per
+// connector. The zero value is ready to use.
+type Awaiting struct {
+	mu sync.Mutex
+	m  map[string]*Slot
+}
+
+func awaitKey(session string, id any) string { return session + "\x00" + fmt.Sprint(id) }
+
+func (a *Awaiting) expect(session string, id any, slot *Slot) {
+	if a == nil {
+		return
+	}
+	k := awaitKey(session, id)
+	a.mu.Lock()
+	if a.m == nil {
+		a.m = map[string]*Slot{}
+	}
+	a.m[k] = slot
+	a.mu.Unlock()
+	slot.onRelease(func() {
+		a.mu.Lock()
+		if a.m[k] == slot {
+			delete(a.m, k)
+		}
+		a.mu.Unlock()
+	})
+}
+
+// pending reports whether any input request awaits its answer.
+func (a *Awaiting) pending() bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m) > 0
+}
+
+// answered fires the slot waiting for the answer to (session, id).
+func (a *Awaiting) answered(session string, id any) {
+	k := awaitKey(session, id)
+	a.mu.Lock()
+	slot := a.m[k]
+	delete(a.m, k)
+	a.mu.Unlock()
+	if slot != nil {
+		slot.inputAnswered()
+	}
 }
 
 // Release forgets the slot's pending requests; call it when the call ends.
@@ -108,7 +212,7 @@ func (t rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawConn{Connection: conn, pending: map[any]*Slot{}, tokens: map[string]*Slot{}}, nil
+	return &rawConn{Connection: conn, pending: map[any]*Slot{}, tokens: map[string]*Slot{}, inputs: map[any]*Slot{}}, nil
 }
 
 type rawConn struct {
@@ -116,6 +220,7 @@ type rawConn struct {
 	mu      sync.Mutex
 	pending map[any]*Slot    // request ID → slot
 	tokens  map[string]*Slot // progress token → slot
+	inputs  map[any]*Slot    // the downstream's input request ID → the call it ends
 }
 
 func (c *rawConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -149,6 +254,17 @@ func (c *rawConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return err
 		}
 	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
+		c.mu.Lock()
+		slot := c.inputs[resp.ID.Raw()]
+		delete(c.inputs, resp.ID.Raw())
+		c.mu.Unlock()
+		err := c.Connection.Write(ctx, msg)
+		if slot != nil {
+			slot.inputAnswered()
+		}
+		return err
+	}
 	return c.Connection.Write(ctx, msg)
 }
 
@@ -156,6 +272,24 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if err != nil {
 		return msg, err
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && isInputRequest(req.Method) {
+		// A stdio or in-process request names no call it belongs to: it is
+		// the pending call's when exactly one is pending.
+		if slot := c.onlyPending(); slot != nil {
+			slot.sawInputRequest(req.Method)
+			id := req.ID.Raw()
+			c.mu.Lock()
+			c.inputs[id] = slot
+			c.mu.Unlock()
+			slot.onRelease(func() {
+				c.mu.Lock()
+				if c.inputs[id] == slot {
+					delete(c.inputs, id)
+				}
+				c.mu.Unlock()
+			})
+		}
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
 		if token := progressToken(req.Method, req.Params); token != "" {
@@ -177,4 +311,19 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 	}
 	return msg, nil
+}
+
+// onlyPending returns the one slot with requests pending, nil when there are
+// none or several.
+func (c *rawConn) onlyPending() *Slot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var only *Slot
+	for _, s := range c.pending {
+		if only != nil && s != only {
+			return nil
+		}
+		only = s
+	}
+	return only
 }

@@ -14,7 +14,11 @@ import (
 // events). The sniffer sees the bytes before the SDK's reader does, so the
 // Slot is filled before the call returns. maxRequestBytes bounds how much of
 // the request body is read to find its id.
-func Sniff(req *http.Request, resp *http.Response, maxRequestBytes int64) {
+//
+// An input request on the stream (elicitation/create, sampling/createMessage)
+// is recorded on the Slot and in aw, so that Answered, seeing the SDK's
+// answer go out, ends the call (Slot.OnInput).
+func Sniff(req *http.Request, resp *http.Response, maxRequestBytes int64, aw *Awaiting) {
 	slot := slotFrom(req.Context())
 	if slot == nil || req.Method != http.MethodPost || resp.Body == nil || resp.StatusCode/100 != 2 {
 		return
@@ -24,7 +28,7 @@ func Sniff(req *http.Request, resp *http.Response, maxRequestBytes int64) {
 		return
 	}
 	sse := strings.HasPrefix(strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Type"))), "text/event-stream")
-	resp.Body = &rawSniffer{rc: resp.Body, slot: slot, id: id, sse: sse}
+	resp.Body = &rawSniffer{rc: resp.Body, slot: slot, id: id, sse: sse, aw: aw, session: req.Header.Get("Mcp-Session-Id")}
 }
 
 // callID returns the JSON-RPC id of a tools/call or tools/list request body,
@@ -58,9 +62,13 @@ type rawSniffer struct {
 	slot *Slot
 	id   any
 	sse  bool
-	buf  []byte // JSON: the whole body; SSE: the unterminated line
-	data bytes.Buffer
-	done bool
+	aw   *Awaiting
+	// session is the request's Mcp-Session-Id: input request IDs are the
+	// downstream session's.
+	session string
+	buf     []byte // JSON: the whole body; SSE: the unterminated line
+	data    bytes.Buffer
+	done    bool
 }
 
 func (s *rawSniffer) Read(p []byte) (int, error) {
@@ -140,6 +148,12 @@ func (s *rawSniffer) match(msg []byte) {
 	if json.Unmarshal(msg, &resp) != nil {
 		return
 	}
+	if resp.ID != nil && resp.Result == nil && isInputRequest(resp.Method) {
+		// A request on this call's stream is this call's.
+		s.slot.sawInputRequest(resp.Method)
+		s.aw.expect(s.session, resp.ID, s.slot)
+		return
+	}
 	if resp.ID == nil && s.slot.ProgressToken != "" && progressToken(resp.Method, resp.Params) == s.slot.ProgressToken {
 		s.slot.sawProgress()
 		return
@@ -150,4 +164,27 @@ func (s *rawSniffer) match(msg []byte) {
 	s.slot.set(resp.Result)
 	s.done = true
 	s.buf = nil
+}
+
+// Answered tells aw that req, when it is a POST carrying a JSON-RPC response
+// (the client's answer to a downstream request), has been sent; call it
+// after the round trip. Requests are read only while an input request
+// awaits its answer.
+func Answered(req *http.Request, aw *Awaiting, maxRequestBytes int64) {
+	if !aw.pending() || req.Method != http.MethodPost || req.GetBody == nil {
+		return
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return
+	}
+	defer body.Close()
+	var msg struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if json.NewDecoder(io.LimitReader(body, maxRequestBytes)).Decode(&msg) != nil || msg.ID == nil || msg.Method != "" {
+		return
+	}
+	aw.answered(req.Header.Get("Mcp-Session-Id"), msg.ID)
 }

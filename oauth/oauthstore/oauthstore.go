@@ -58,8 +58,11 @@ func (s *VaultStore) Lock(ctx context.Context, connector, name string) (func(), 
 
 func (s *VaultStore) Durable() bool { return s.durable }
 
+// kindOf is the vault kind of a stored name; a per-caller value's name
+// carries its actor ("grant#oidc:<sub>") and has its base name's kind.
 func kindOf(name string) string {
-	switch name {
+	base, _ := vault.SplitCallerName(name)
+	switch base {
 	case "grant":
 		return vault.KindOAuthGrant
 	case "client":

@@ -483,6 +483,19 @@ func sessions(t *testing.T, b Backend) {
 	if _, err := s.GetSession(c, "s1", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted: %v", err)
 	}
+	// A caller's (non-operator) session says so; an operator's does not.
+	if err := s.PutSession(c, store.OperatorSession{Digest: "s2", Subject: "bob", CSRFDigest: "c", CallerOnly: true, Claims: `{"groups":["eng"]}`, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetSession(c, "s2", now); err != nil || !got.CallerOnly || got.Subject != "bob" || got.Claims != `{"groups":["eng"]}` {
+		t.Fatalf("caller session: %+v, %v", got, err)
+	}
+	if err := s.PutSession(c, store.OperatorSession{Digest: "s3", Subject: "ops", CSRFDigest: "c", ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetSession(c, "s3", now); err != nil || got.CallerOnly {
+		t.Fatalf("operator session: %+v, %v", got, err)
+	}
 }
 
 // stashOwner: an entry reads only for the actor that stashed it; for every

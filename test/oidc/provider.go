@@ -14,6 +14,8 @@ package oidctest
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,6 +83,13 @@ type Options struct {
 	// Port, when set, is the port to listen on: a provider restarted on
 	// the port of a stopped one has the same issuer (a key rotation).
 	Port int
+	// PairwiseSubjects turns pairwise subjects on, the way a provider whose
+	// API tokens are per resource does it (Microsoft Entra's model): an ID
+	// token's sub is pairwise per client, an access token's sub pairwise
+	// per resource (its audience). So one person has a different sub in the
+	// ID token of every client, and the same sub in every access token for
+	// one resource, whichever client asked.
+	PairwiseSubjects bool
 	// KeyIDPrefix names the signing keys "<prefix>-es256" and
 	// "<prefix>-rs256" (default "test"); the keys are fresh at every start.
 	KeyIDPrefix string
@@ -206,6 +215,9 @@ func start(node, dir string, opts Options) (*Provider, error) {
 	}
 	if opts.Clients != nil {
 		cfg["clients"] = opts.Clients
+	}
+	if opts.PairwiseSubjects {
+		cfg["pairwise"] = true
 	}
 	if opts.Resources != nil {
 		cfg["resources"] = opts.Resources
@@ -382,4 +394,12 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// PairwiseSubject is the sub of account for audience (a client id for ID
+// tokens, a resource for access tokens) when PairwiseSubjects is on: the
+// provider's own formula, for tests to compare with.
+func PairwiseSubject(account, audience string) string {
+	sum := sha256.Sum256([]byte(account + "|" + audience))
+	return "pw-" + hex.EncodeToString(sum[:8])
 }

@@ -49,8 +49,19 @@ server.listen(cfg.port || 0, "127.0.0.1", () => {
   const rsa = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey;
   const rsaJwk = { ...rsa.export({ format: "jwk" }), kid: `${cfg.keyIdPrefix || "test"}-rs256`, alg: "RS256", use: "sig" };
 
+  // Pairwise subjects (cfg.pairwise): ID tokens per client, access tokens
+  // per resource — PairwiseSubject in provider.go is the same formula.
+  const pairwise = (account, audience) =>
+    "pw-" + crypto.createHash("sha256").update(`${account}|${audience}`).digest("hex").slice(0, 16);
   const provider = new Provider(issuer, {
-    clients: cfg.clients || [],
+    clients: (cfg.clients || []).map((c) => (cfg.pairwise ? { ...c, subject_type: "pairwise" } : c)),
+    ...(cfg.pairwise
+      ? {
+          subjectTypes: ["public", "pairwise"],
+          clientDefaults: { grant_types: ["authorization_code"], id_token_signed_response_alg: "RS256", response_types: ["code"], token_endpoint_auth_method: "client_secret_basic", subject_type: "pairwise" },
+          pairwiseIdentifier: async (_ctx, accountId, client) => pairwise(accountId, client.clientId),
+        }
+      : {}),
     jwks: { keys: [rsaJwk, jwk] },
     cookies: { keys: [crypto.randomBytes(32).toString("hex")] },
     scopes: ["openid", "offline_access", "email", "profile", "groups", ...resourceScopes],
@@ -66,6 +77,17 @@ server.listen(cfg.port || 0, "127.0.0.1", () => {
       RefreshToken: refreshTokenTTL,
       Session: refreshTokenTTL,
     },
+    ...(cfg.pairwise
+      ? {
+          formats: {
+            customizers: {
+              jwt: async (_ctx, token, jwt) => {
+                if (token.accountId) jwt.payload.sub = pairwise(token.accountId, jwt.payload.aud);
+              },
+            },
+          },
+        }
+      : {}),
     features: {
       devInteractions: { enabled: false },
       registration: { enabled: true },
