@@ -37,6 +37,7 @@ import (
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/telemetry"
 )
 
 // Fixed sizes of the application's caches and its name.
@@ -79,6 +80,10 @@ type App struct {
 	Pool      *supervisor.Pool // nil without Options.Executor
 	Server    *server.Server
 
+	// Tracing exports the spans (telemetry); off without
+	// telemetry.otlp.endpoint. Close shuts it down last.
+	Tracing *telemetry.Tracing
+
 	state   *State
 	tokens  *accesstoken.Manager   // nil without accessTokens
 	inbound *inbound.Authenticator // nil without accessTokens and auth.oidc
@@ -118,7 +123,12 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 	}()
 	var err error
-	a.state, err = OpenState(ctx, cfg, log, a.Registry)
+	a.Tracing, err = telemetry.New(TelemetryConfig(cfg, o.Version), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	tracer := a.Tracing.Provider()
+	a.state, err = OpenState(ctx, cfg, log, a.Registry, tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +150,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		if a.Gateway != nil {
 			a.Gateway.InvalidateCatalog(id)
 		}
-	}, log, flowStore)
+	}, log, flowStore, tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +175,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		OperatorURL:     OperatorURL(cfg),
 
 		SharedBudgets: a.state.callBudgets(),
+		Tracer:        tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -236,6 +247,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		ExecutionTimeout:     cfg.Executor.Timeout,
 		ExecutorQueueTimeout: cfg.Executor.QueueTimeout,
 		Registry:             a.Registry,
+		Tracer:               tracer,
 		Logger:               log.With("component", "server"),
 	})
 	if err != nil {
@@ -263,6 +275,26 @@ func (a *App) Close() {
 		_ = a.oauthDB.Close()
 	}
 	a.state.Close()
+	if a.Tracing != nil {
+		// What is queued gets one bounded try; a dead collector costs
+		// the shutdown at most this long.
+		ctx, cancel := context.WithTimeout(context.Background(), telemetry.ExportTimeout)
+		_ = a.Tracing.Shutdown(ctx)
+		cancel()
+	}
+}
+
+// TelemetryConfig is the tracing the configuration asks for.
+func TelemetryConfig(cfg *config.Config, version string) telemetry.Config {
+	t := cfg.Telemetry
+	out := telemetry.Config{Endpoint: t.Endpoint, SampleRatio: t.SampleRatio, ServiceName: t.ServiceName, Version: version}
+	if len(t.Headers) > 0 {
+		out.Headers = make(map[string]string, len(t.Headers))
+		for _, h := range t.Headers {
+			out.Headers[h.Name] = h.Value.Reveal()
+		}
+	}
+	return out
 }
 
 // codeTool builds execute_code over the same gateway and discovery the
@@ -279,6 +311,7 @@ func (a *App) codeTool(cfg *config.Config, log *slog.Logger) (server.CodeTool, e
 		MaxCodeBytes:     config.ExecuteMaxCodeBytes,
 		Identity:         server.RequestIdentity,
 		Notifier:         programNotifier,
+		Tracer:           a.Tracing.Provider(),
 		Logger:           log.With("component", "contract"),
 	})
 }

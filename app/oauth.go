@@ -19,6 +19,8 @@ import (
 	"github.com/connecta-dev/connecta/oauth/oauthstore"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // NewOAuthStore keeps OAuth state in the configured store, sealed by the
@@ -62,7 +64,7 @@ func OAuthConnectors(cfg *config.Config) []oauth.Connector {
 // invalidates that connector's catalog; nil: nothing); every grant change
 // is an audit record in the store (st may be nil) and in the log. reg may
 // be nil.
-func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantChange func(connector string), log *slog.Logger, flows oauth.Store) (*oauth.Manager, error) {
+func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantChange func(connector string), log *slog.Logger, flows oauth.Store, tracer trace.TracerProvider) (*oauth.Manager, error) {
 	conns := OAuthConnectors(cfg)
 	if cfg.PublicURL == "" {
 		return nil, nil
@@ -76,6 +78,7 @@ func NewOAuth(cfg *config.Config, reg prometheus.Registerer, st *State, onGrantC
 		Store:      flows,
 		Logger:     log.With("component", "oauth"),
 		Metrics:    reg,
+		Tracer:     tracer,
 		SessionActor: func(r *http.Request) (actor.ID, bool) {
 			if st == nil {
 				return actor.ID{}, false

@@ -17,6 +17,7 @@ var restartOnly = []struct{ key, field string }{
 	{"listen", "Listen"}, {"publicUrl", "PublicURL"}, {"executor", "Executor"},
 	{"catalog", "Catalog"}, {"results", "Results"}, {"activity", "Activity"}, {"runtime", "Runtime"},
 	{"store", "Store"}, {"vault", "Vault"}, {"accessTokens", "AccessTokens"},
+	{"telemetry", "Telemetry"}, // the tracer provider every component holds is built once
 }
 
 // ignoredChanges lists the restart-only keys whose values differ.

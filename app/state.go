@@ -13,6 +13,8 @@ import (
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/vault"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // State is what outlives a request: the store, the vault over it, the
@@ -33,11 +35,11 @@ type State struct {
 
 // OpenState opens store.url (retrying an unreachable PostgreSQL, migrating)
 // and starts the one maintenance job; close stops it and closes the store.
-func OpenState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*State, error) {
+func OpenState(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, tracer trace.TracerProvider) (*State, error) {
 	if !cfg.Store.Given {
 		log.Warn("no store configured: using memory:, so get_result handles, activity and vault values are lost on restart and not shared between replicas; set store.url to sqlite:PATH or postgres://…")
 	}
-	st, err := store.Open(ctx, cfg.Store.URL.Reveal(), store.Options{Logger: log.With("component", "store"), Registerer: reg})
+	st, err := store.Open(ctx, cfg.Store.URL.Reveal(), store.Options{Logger: log.With("component", "store"), Registerer: reg, Tracer: tracer})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

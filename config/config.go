@@ -43,6 +43,8 @@ type Config struct {
 	Connectors []Connector
 	// AccessTokens: operator-issued bearer tokens (accessTokens).
 	AccessTokens AccessTokens
+	// Telemetry is `telemetry`: traces over OTLP (off without an endpoint).
+	Telemetry Telemetry
 
 	warnings []Warning
 }
@@ -346,9 +348,10 @@ func defaults() *Config {
 			StashTTL:       DefaultResultsStashTTL,
 			StashMaxBytes:  DefaultResultsStashMaxBytes,
 		},
-		Activity: Activity{MaxEvents: DefaultActivityMaxEvents, MaxAge: DefaultActivityMaxAge},
-		Store:    Store{URL: NewSecret(DefaultStoreURL)},
-		Runtime:  Runtime{GCPercent: DefaultRuntimeGCPercent},
+		Activity:  Activity{MaxEvents: DefaultActivityMaxEvents, MaxAge: DefaultActivityMaxAge},
+		Store:     Store{URL: NewSecret(DefaultStoreURL)},
+		Runtime:   Runtime{GCPercent: DefaultRuntimeGCPercent},
+		Telemetry: Telemetry{SampleRatio: DefaultTraceSampleRatio, ServiceName: DefaultTraceServiceName},
 	}
 }
 

@@ -168,12 +168,13 @@ func TestDefaults_AsPinned(t *testing.T) {
 		Executor: Executor{Concurrency: 2, MaxQueueSize: 32, QueueTimeout: 5 * time.Second, Spares: 2,
 			MaxSpares: 8, SpareIdle: 30 * time.Second, Timeout: 30 * time.Second, CPUTime: 250 * time.Millisecond, MemoryLimitBytes: 67108864,
 			MaxStackSizeBytes: 1048576},
-		Execute:  Execute{MaxHostCalls: 20, HostCallTimeout: 15 * time.Second, MaxEmittedBytes: 4000000, MaxEmittedBlocks: 32},
-		Catalog:  Catalog{TTL: 300 * time.Second, Stale: time.Hour, Pin: "warn", ApproveFirst: true},
-		Results:  Results{MaxInlineBytes: 50000, StashTTL: 900 * time.Second, StashMaxBytes: 67108864},
-		Activity: Activity{MaxEvents: 100000, MaxAge: 2592000 * time.Second},
-		Store:    Store{URL: NewSecret("memory:")},
-		Runtime:  Runtime{GCPercent: 400},
+		Execute:   Execute{MaxHostCalls: 20, HostCallTimeout: 15 * time.Second, MaxEmittedBytes: 4000000, MaxEmittedBlocks: 32},
+		Catalog:   Catalog{TTL: 300 * time.Second, Stale: time.Hour, Pin: "warn", ApproveFirst: true},
+		Results:   Results{MaxInlineBytes: 50000, StashTTL: 900 * time.Second, StashMaxBytes: 67108864},
+		Activity:  Activity{MaxEvents: 100000, MaxAge: 2592000 * time.Second},
+		Store:     Store{URL: NewSecret("memory:")},
+		Runtime:   Runtime{GCPercent: 400},
+		Telemetry: Telemetry{SampleRatio: 1, ServiceName: "connecta"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)

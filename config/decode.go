@@ -400,7 +400,7 @@ const (
 	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens", "access"}
+var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens", "access", "telemetry"}
 
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	fs, ok := d.fields(root, "", topKeys...)
@@ -569,6 +569,9 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 	}
 	d.checkQuarantineStore(c, catalogNode)
 	d.checkPerCallerQuarantine(c, catalogNode)
+	if e, ok := fs["telemetry"]; ok {
+		d.telemetry(e.val, c)
+	}
 	if e, ok := fs["access"]; ok {
 		d.access(e.val, c)
 		c.Access.Line = e.key.Line
@@ -969,6 +972,18 @@ func (d *decoder) scopeList(n *yaml.Node, field string) ([]string, bool) {
 }
 
 func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {
+	d.headerTemplates(n, path, transportHeaders, func(name, field string, v *yaml.Node, segs []segment) {
+		if value, ok := d.resolveConnectorValue(segs, v, field, c, hasControl); ok {
+			c.Headers = append(c.Headers, Header{Name: name, Value: NewSecret(value)})
+		}
+	})
+}
+
+// headerTemplates decodes a mapping of HTTP header names to value
+// templates: no duplicate (case-insensitively), a valid name not in
+// reserved, a template that parses, and a secret reference in every
+// credential header. use resolves each good one.
+func (d *decoder) headerTemplates(n *yaml.Node, path string, reserved []string, use func(name, field string, v *yaml.Node, segs []segment)) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "expected a mapping of header names to values, got %s", kindName(n))
 		return
@@ -991,7 +1006,7 @@ func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {
 		case !validHeaderName(name):
 			d.fail(k, field, "%q is not a valid HTTP header name", clip(name))
 			continue
-		case containsFold(transportHeaders, name):
+		case containsFold(reserved, name):
 			d.fail(k, field, "is set by the MCP transport and cannot be configured")
 			continue
 		}
@@ -1008,9 +1023,7 @@ func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {
 			d.fail(v, field, "carries a credential: use a secret reference such as \"Bearer ${credential:NAME}\"")
 			continue
 		}
-		if value, ok := d.resolveConnectorValue(segs, v, field, c, hasControl); ok {
-			c.Headers = append(c.Headers, Header{Name: name, Value: NewSecret(value)})
-		}
+		use(name, field, v, segs)
 	}
 }
 

@@ -83,6 +83,8 @@ func TestReference_DocsMatchTheDecoder(t *testing.T) {
 		"activity.maxAgeMs":          ms(cfg.Activity.MaxAge),
 		"runtime.gcPercent":          fmt.Sprint(DefaultRuntimeGCPercent),
 		"store.url":                  cfg.Store.URL.Reveal(),
+		"telemetry.sampleRatio":      fmt.Sprint(cfg.Telemetry.SampleRatio),
+		"telemetry.serviceName":      cfg.Telemetry.ServiceName,
 		"accessTokens.maxActive":     fmt.Sprint(DefaultAccessTokensMaxActive), // applied when the section is present
 	} {
 		if got := top[key]; got != want {

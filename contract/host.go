@@ -13,6 +13,9 @@ import (
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/supervisor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // host is one execution's provider: the supervisor calls it for every
@@ -70,24 +73,33 @@ func (h *host) Call(ctx context.Context, provider, function string, args json.Ra
 	if !h.who.IsZero() { // per-caller connectors: the execution's actor's own grant
 		ctx = gateway.WithActor(ctx, h.who)
 	}
+	ctx, span := h.svc.tracer.Start(ctx, "connecta.host_call", trace.WithAttributes(attribute.String("connecta.host.function", function)))
+	defer span.End()
 	start := time.Now()
 	// L4: spent on entry, before any resolution, never refunded; the refusal
 	// reaches no connector and records no activity (V1).
 	if n := h.hostCalls.Add(1); n > int64(h.svc.opts.MaxHostCalls) {
 		h.diag.record(function, true, 0, 0, 0, 0)
-		return nil, h.reject(gateway.Errorf(gateway.CodeBudgetExceeded, false,
-			"execute_code host-call budget exceeded (%d calls maximum)", h.svc.opts.MaxHostCalls))
+		e := gateway.Errorf(gateway.CodeBudgetExceeded, false,
+			"execute_code host-call budget exceeded (%d calls maximum)", h.svc.opts.MaxHostCalls)
+		hostCallOutcome(span, "", 0, e)
+		return nil, h.reject(e)
 	}
 	list, gerr := argList(args)
 	if gerr != nil {
 		h.diag.record(function, true, time.Since(start), 0, 0, 0)
+		hostCallOutcome(span, "", 0, gerr)
 		return nil, h.reject(gerr)
 	}
 	switch function {
 	case opCall:
-		return h.call(ctx, list, start)
+		return h.call(ctx, span, list, start)
 	default:
-		return h.discover(ctx, function, list, start)
+		value, err := h.discover(ctx, function, list, start)
+		if err != nil {
+			span.SetStatus(codes.Error, "error")
+		}
+		return value, err
 	}
 }
 
@@ -114,12 +126,14 @@ func argList(args json.RawMessage) ([]json.RawMessage, *gateway.Error) {
 	return list, nil
 }
 
-func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time) (json.RawMessage, error) {
+func (h *host) call(ctx context.Context, span trace.Span, list []json.RawMessage, start time.Time) (json.RawMessage, error) {
 	var address string
 	if len(list) == 0 || json.Unmarshal(list[0], &address) != nil {
 		h.diag.record(opCall, true, time.Since(start), 0, 0, 0)
-		return nil, h.reject(gateway.Errorf(gateway.CodeInvalidArgs, false,
-			`connecta.call takes an address string and an arguments object, e.g. connecta.call("ci.get_run", { runId: 42 }).`))
+		e := gateway.Errorf(gateway.CodeInvalidArgs, false,
+			`connecta.call takes an address string and an arguments object, e.g. connecta.call("ci.get_run", { runId: 42 }).`)
+		hostCallOutcome(span, "", 0, e)
+		return nil, h.reject(e)
 	}
 	var callArgs json.RawMessage
 	if len(list) > 1 && string(list[1]) != "null" {
@@ -136,9 +150,17 @@ func (h *host) call(ctx context.Context, list []json.RawMessage, start time.Time
 		Progress:  h.downstreamProgress(),
 	})
 	var catalog, conn time.Duration
+	attempts := 0
 	if res != nil {
-		catalog, conn = res.CatalogTime, res.ConnectorTime
+		catalog, conn, attempts = res.CatalogTime, res.ConnectorTime, res.Attempts
 	}
+	// The address only once it resolved to a tool: an unknown one is the
+	// program's text, not a name the catalog knows.
+	resolved := ""
+	if res != nil && res.Tool != nil {
+		resolved = res.Tool.Address()
+	}
+	hostCallOutcome(span, resolved, attempts, gerr)
 	if gerr != nil {
 		h.diag.record(opCall, true, time.Since(start), catalog, conn, 0)
 		return nil, h.reject(gerr)
@@ -167,6 +189,8 @@ func (h *host) discover(ctx context.Context, function string, list []json.RawMes
 	ctx, cancel := context.WithTimeout(ctx, h.svc.opts.HostCallTimeout)
 	defer cancel()
 	d := h.svc.opts.Discovery
+	ctx, span := h.svc.tracer.Start(ctx, "connecta.discovery", trace.WithAttributes(attribute.String("connecta.discovery.operation", function)))
+	defer span.End()
 	var page json.RawMessage
 	var gerr *gateway.Error // the concrete type throughout: no typed nil in an error
 	if function == opSearch {
@@ -182,6 +206,8 @@ func (h *host) discover(ctx context.Context, function string, list []json.RawMes
 	}
 	elapsed := time.Since(start)
 	if gerr != nil {
+		span.SetAttributes(attribute.String("connecta.outcome", string(gerr.Code)))
+		span.SetStatus(codes.Error, string(gerr.Code))
 		h.diag.record(function, true, elapsed, elapsed, 0, 0) // discovery time is catalog time (R7)
 		return nil, h.reject(gerr)
 	}

@@ -14,7 +14,9 @@ import (
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/telemetry"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ToolName is the code-mode tool.
@@ -62,6 +64,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock for diagnostics; nil is time.Now.
 	Now func() time.Time
+	// Tracer receives the admission, execution and host-call spans; nil
+	// is the no-op provider.
+	Tracer trace.TracerProvider
 }
 
 // Notifier shows a caller what its program does while it runs. Calls come
@@ -78,8 +83,9 @@ type Notifier interface {
 
 // Service is execute_code: the host side of the guest API contract.
 type Service struct {
-	opts Options
-	tool *mcp.Tool
+	opts   Options
+	tool   *mcp.Tool
+	tracer trace.Tracer
 }
 
 // New validates opts and builds the tool definition once (its connector
@@ -103,7 +109,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Service{opts: opts}
+	s := &Service{opts: opts, tracer: telemetry.Tracer(opts.Tracer)}
 	s.tool = &mcp.Tool{
 		Name:        ToolName,
 		Title:       "Execute code",
@@ -196,12 +202,15 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 
 	// L7: admission before any scope, catalog or provider exists.
+	_, admSpan := s.tracer.Start(ctx, "connecta.admission")
 	lease, err := s.opts.Pool.Acquire(ctx)
 	if err != nil {
+		endWithError(admSpan, execErrorCode(err))
 		r := &reply{}
 		s.execFailure(r, err, 0, "")
 		return finish(r, time.Time{}, time.Time{}, time.Time{}, 0, 0), nil
 	}
+	admSpan.End()
 	admitted := now()
 	secret, err := newSecret()
 	if err != nil {
@@ -233,8 +242,11 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		Providers: []supervisor.Provider{{Name: ProviderName, Functions: providerFunctions}},
 	}
 	runStart := now()
-	res, err := lease.Run(ctx, job, h)
+	execStart := time.Now() // the span's clock, not the diagnostics' (opts.Now)
+	execCtx, execSpan := s.tracer.Start(ctx, "connecta.execution", trace.WithTimestamp(execStart))
+	res, err := lease.Run(execCtx, job, h)
 	runEnd := now()
+	s.endExecution(execCtx, execSpan, execStart, res, err)
 	scope.Close()
 	blocks, emittedBytes := h.emit.snapshot()
 

@@ -12,6 +12,9 @@ import (
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // catalogEntry is one complete listing of a connector, immutable once
@@ -156,6 +159,8 @@ func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 	// CatalogRefreshTimeout and the gateway's life) carries on for the rest.
 	c.g.wg.Add(1)
 	c.mu.Unlock()
+	_, span := c.g.tracer.Start(ctx, "connecta.catalog.load", trace.WithAttributes(attribute.String("connecta.connector", c.spec.ID)))
+	defer span.End()
 	type outcome struct {
 		entry *catalogEntry
 		err   error

@@ -15,6 +15,8 @@ import (
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/singleflight"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 type connectorKind int
@@ -369,7 +371,9 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 	if c.spec.LegacyVersion || (scoped && known != "" && !stateless(known)) {
 		version = mcpProtocolVersion
 	}
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	// The session outlives the call that opened it (the SDK keeps the
+	// connect context's values): its later requests belong to no trace.
+	cs, err := client.Connect(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		if ls.server != nil {
 			_ = ls.server.Close()

@@ -20,6 +20,9 @@ import (
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ConnectorSpec is one configured downstream, already resolved by config.
@@ -151,6 +154,9 @@ type Options struct {
 	OAuth OAuthTransport
 	// Credentials is required when a connector sets Credential.
 	Credentials CredentialSource
+	// Tracer receives the downstream call and catalog load spans; nil is
+	// the no-op provider.
+	Tracer trace.TracerProvider
 	// SharedBudgets, when set, keeps every connector's call budget where
 	// all replicas count against it (PostgreSQL); nil keeps budgets in
 	// this process.
@@ -164,6 +170,7 @@ type Options struct {
 // doors use (S6). Safe for concurrent use.
 type Gateway struct {
 	opts       Options
+	tracer     trace.Tracer
 	logger     *slog.Logger
 	now        func() time.Time
 	ttl        time.Duration
@@ -217,6 +224,7 @@ type ConnectorHealth struct {
 func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g := &Gateway{
 		opts:    opts,
+		tracer:  telemetry.Tracer(opts.Tracer),
 		logger:  opts.Logger,
 		now:     opts.Now,
 		ttl:     opts.CatalogTTL,

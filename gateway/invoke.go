@@ -14,6 +14,10 @@ import (
 	"github.com/connecta-dev/connecta/gateway/validate"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Scope is one downstream request scope: one per execution or per
@@ -152,7 +156,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 			e = resolved.red.redactError(e) // the downstream's words may echo what it was sent
 		}
 		if split { // V3: no interior dot records nothing
-			g.record(req, connID, toolName, res, e, denied)
+			g.record(req, telemetry.TraceID(ctx), connID, toolName, res, e, denied)
 		}
 		if denied {
 			g.metrics.denied(connID)
@@ -206,6 +210,10 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	// handler's request context ends (TestL2_CancelAbortsDownstreamRequest).
 	callCtx, cancel := context.WithTimeoutCause(callerContext{caller: ctx}, timeout, errCallDeadline)
 	defer cancel()
+	// The one value carried across: the caller's span, so the catalog load
+	// and the downstream call are its children (and the downstream hears
+	// of the trace through traceparent, not through the SDK's context).
+	callCtx = trace.ContextWithSpan(callCtx, trace.SpanFromContext(ctx))
 	defer context.AfterFunc(g.life, cancel)()
 	if scope != nil {
 		defer context.AfterFunc(scope.ctx, cancel)()
@@ -284,9 +292,11 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	res.Attempts = 1
 	ex := &rawmcp.Exchange{}
 	t2 := g.now()
-	raw, result, err := c.call(withProgress(rawmcp.WithExchange(callCtx, ex), req.Progress), scope, toolName, args)
+	spanCtx, span := c.startCallSpan(callCtx, toolName)
+	raw, result, err := c.call(withProgress(rawmcp.WithExchange(spanCtx, ex), req.Progress), scope, toolName, args)
 	release() // the permit covers the attempt only, not what is done with its result
 	res.ConnectorTime = g.now().Sub(t2)
+	endCallSpan(span, ex.Snapshot(), result, err)
 	if err != nil {
 		// The gateway or scope closing ends callCtx through AfterFunc, on
 		// another goroutine: a failure the close caused may be seen first.
@@ -332,7 +342,7 @@ func (g *Gateway) learn(t *Tool, value json.RawMessage) {
 
 // record writes the call's one activity event (V1–V3): canonical address
 // where the tool resolved, otherwise the address as written.
-func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResult, e *Error, denied bool) {
+func (g *Gateway) record(req CallRequest, traceID, connID, toolName string, res *CallResult, e *Error, denied bool) {
 	if g.opts.Activity == nil {
 		return
 	}
@@ -346,6 +356,7 @@ func (g *Gateway) record(req CallRequest, connID, toolName string, res *CallResu
 		Outcome:     activity.OutcomeSuccess,
 		DurationMs:  res.Duration.Milliseconds(),
 		Attempts:    max(1, res.Attempts),
+		TraceID:     traceID,
 	}
 	if res.Tool != nil {
 		ev.ConnectorID, ev.ToolName, ev.Address = res.Tool.ConnectorID, res.Tool.Name, res.Tool.Address()
@@ -445,6 +456,10 @@ func (c *connector) call(ctx context.Context, scope *Scope, name string, args js
 	}
 	defer func() { ls.done(c.g) }()
 	meta, token, endProgress := c.g.progressMeta(ctx)
+	meta = traceMeta(ctx, meta) // SEP-414: the downstream's parent is this call's span
+	if ir := ls.cs.InitializeResult(); ir != nil {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("mcp.protocol.version", ir.ProtocolVersion))
+	}
 	seen := 0
 	defer func() { endProgress(seen) }()
 	for attempt := 0; ; attempt++ {

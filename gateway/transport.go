@@ -16,6 +16,10 @@ import (
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
 	"github.com/connecta-dev/connecta/oauth"
 	"golang.org/x/sys/unix"
+
+	"github.com/connecta-dev/connecta/telemetry"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The go-sdk client's errors carry neither the HTTP status, Retry-After nor
@@ -40,11 +44,14 @@ type captureTransport struct {
 }
 
 func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	traced := trace.SpanContextFromContext(req.Context()).IsValid()
+	if len(t.headers) > 0 || traced {
 		req = req.Clone(req.Context())
 		for k, v := range t.headers {
 			req.Header.Set(k, v)
 		}
+		// W3C trace context on every request a traced call makes.
+		telemetry.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
 	if req.Method == http.MethodDelete {
 		return t.deleteSession(req)

@@ -17,6 +17,9 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/connecta-dev/connecta/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // grant is the team's connection to one connector, sealed under
@@ -126,8 +129,16 @@ func (m *Manager) accessToken(ctx context.Context, o owner) (*grant, *Error) {
 // refresh replaces the access token that stale names, under the store's
 // lock: whoever holds the lock first refreshes; the others find the grant
 // already changed and use it.
-func (m *Manager) refresh(ctx context.Context, o owner, stale string) (*grant, *Error) {
+func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant, e *Error) {
 	id := o.id
+	ctx, span := m.tracer.Start(ctx, "connecta.oauth.refresh", trace.WithAttributes(attribute.String("connecta.connector", id)))
+	defer func() {
+		if e != nil {
+			span.SetAttributes(attribute.String("connecta.outcome", string(e.Code)))
+			span.SetStatus(codes.Error, string(e.Code))
+		}
+		span.End()
+	}()
 	unlock, err := m.opts.Store.Lock(ctx, id, o.name(nameGrant))
 	if err != nil {
 		return nil, storeFailed("lock the grant", err)

@@ -34,6 +34,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connecta-dev/connecta/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Connector is one OAuth-protected downstream.
@@ -81,6 +84,8 @@ type Options struct {
 	// Stylesheet is the same-origin path of the stylesheet the callback
 	// page links (the console's); "" leaves the page unstyled.
 	Stylesheet string
+	// Tracer receives connecta.oauth.refresh spans; nil is the no-op one.
+	Tracer trace.TracerProvider
 }
 
 // Defaults.
@@ -108,6 +113,7 @@ type AuditRecord struct {
 // for concurrent use; it keeps no goroutines.
 type Manager struct {
 	opts       Options
+	tracer     trace.Tracer
 	connectors atomic.Pointer[map[string]*Connector] // replaced whole by SetConnectors
 	http       *http.Client
 	token      tokenClients // token requests: no redirects, no local addresses (tokenclient.go)
@@ -139,6 +145,7 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		opts.RefreshBefore = DefaultRefreshBefore
 	}
 	m := &Manager{
+		tracer: telemetry.Tracer(opts.Tracer),
 		opts:   opts,
 		http:   opts.HTTPClient,
 		log:    opts.Logger,

@@ -49,6 +49,13 @@ type requestInfo struct {
 	rpcID string
 	// flush is an event-stream response's flush gate (nil for JSON replies).
 	flush *flushGate
+	// start is when the request arrived: its span, created once the caller
+	// is authenticated, starts here. header is the HTTP request's (its
+	// traceparent is honoured only after authentication); traceID is the
+	// request's trace, once its span exists, for the access log line.
+	start   time.Time
+	header  http.Header
+	traceID string
 }
 
 type requestInfoKey struct{}
@@ -76,21 +83,24 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/mcp", s.refuseBatches(s.admitted(s.authenticated(s.bodyRead(s.originChecked(s.rpcRouted()))))))
 	if s.opts.OAuth != nil {
 		// A browser arrives here from the authorization server: no bearer.
-		mux.HandleFunc("GET /oauth/callback/{connector}", s.opts.OAuth.Callback)
+		mux.Handle("GET /oauth/callback/{connector}", s.spanned("connecta.oauth.callback", http.HandlerFunc(s.opts.OAuth.Callback)))
 		mux.HandleFunc("GET /oauth/client-metadata.json", s.opts.OAuth.ClientMetadata)
 	}
 	if s.opts.Operator != nil {
 		// The console sets its own CSP and headers over securityHeaders'.
-		mux.Handle("/operator", s.opts.Operator)
-		mux.Handle("/operator/", s.opts.Operator)
-		mux.Handle("/me", s.opts.Operator) // a person's own connections: the same console and sign-in
-		mux.Handle("/me/", s.opts.Operator)
+		console := s.spanned("connecta.console", s.opts.Operator)
+		mux.Handle("/operator", console)
+		mux.Handle("/operator/", console)
+		mux.Handle("/me", console) // a person's own connections: the same console and sign-in
+		mux.Handle("/me/", console)
 	}
 	return s.logged(securityHeaders(s.hostChecked(mux)))
 }
 
 func (s *Server) metricsEndpoint() http.Handler {
-	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer})
+	// OpenMetrics when the scraper asks for it: the format that carries
+	// exemplars (the trace id on the duration histograms).
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{Registry: s.registerer, EnableOpenMetrics: true})
 }
 
 // MetricsHandler serves only GET /metrics, for a listener of its own.
@@ -395,7 +405,7 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		rc := http.NewResponseController(sw)
-		info := &requestInfo{id: newRequestID(), ctx: r.Context()}
+		info := &requestInfo{id: newRequestID(), ctx: r.Context(), start: start, header: r.Header}
 		info.extendWrite = func(d time.Duration) { _ = rc.SetWriteDeadline(time.Now().Add(d + writeGrace)) }
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		next.ServeHTTP(sw, r)
@@ -407,7 +417,7 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("requestId", info.id), slog.String("method", r.Method), slog.String("route", route),
-			slog.Int("status", status), slog.String("actor", info.actor),
+			slog.Int("status", status), slog.String("actor", info.actor), slog.String("traceId", info.traceID),
 			slog.Int64("durationMs", time.Since(start).Milliseconds()))
 	})
 }

@@ -6,6 +6,9 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // handleSearchTools runs discovery with the top-level front door (grouped
@@ -17,7 +20,9 @@ func (s *Server) handleSearchTools(ctx context.Context, _ *requestInfo, req *mcp
 	if gerr != nil {
 		return failureResult(gerr), nil
 	}
-	page, gerr := s.opts.Discovery.Search(ctx, gateway.FrontDoorTopLevel, params)
+	dctx, span := s.tracer.Start(ctx, "connecta.discovery", trace.WithAttributes(attribute.String("connecta.discovery.operation", "search")))
+	page, gerr := s.opts.Discovery.Search(dctx, gateway.FrontDoorTopLevel, params)
+	endDiscovery(span, gerr)
 	if gerr != nil {
 		return failureResult(gerr), nil
 	}

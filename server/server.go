@@ -25,8 +25,10 @@ import (
 	"github.com/connecta-dev/connecta/gateway/stash"
 	"github.com/connecta-dev/connecta/inbound"
 	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/telemetry"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // CodeTool is execute_code as the code-mode contract provides it
@@ -145,6 +147,8 @@ type Options struct {
 
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
+	// Tracer receives the MCP request spans; nil is the no-op provider.
+	Tracer trace.TracerProvider
 	// MetricsElsewhere leaves /metrics off Handler: the caller serves
 	// MetricsHandler on its own listener (metricsListen).
 	MetricsElsewhere bool
@@ -159,6 +163,7 @@ type Server struct {
 	registerer prometheus.Registerer
 	gatherer   prometheus.Gatherer
 	metrics    *serverMetrics
+	tracer     trace.Tracer
 
 	tools          []toolEntry // built once
 	instructions   string
@@ -217,7 +222,7 @@ func New(opts Options) (*Server, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{opts: opts, log: log, registerer: reg, gatherer: reg}
+	s := &Server{opts: opts, log: log, registerer: reg, gatherer: reg, tracer: telemetry.Tracer(opts.Tracer)}
 	if opts.PublicURL != "" {
 		u, err := url.Parse(opts.PublicURL)
 		if err != nil || u.Host == "" {
@@ -396,6 +401,7 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 			info.flush.stream.Store(st)
 		}
 	}
+	ctx, span := s.startRequestSpan(ctx, info, t.tool.Name, meta)
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)
 	outcome := "success"
@@ -406,7 +412,8 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 		outcome = "error"
 	}
 	s.metrics.toolCalls.WithLabelValues(t.tool.Name, outcome).Inc()
-	s.metrics.toolDuration.WithLabelValues(t.tool.Name).Observe(time.Since(start).Seconds())
+	telemetry.Observe(ctx, s.metrics.toolDuration.WithLabelValues(t.tool.Name), time.Since(start).Seconds())
+	endRequestSpan(span, outcome)
 	return res, err
 }
 

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Operation names, the `op` label of the store metrics.
@@ -56,7 +60,12 @@ var allOps = []string{
 type metrics struct {
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
+	tracer   trace.Tracer // nil: no spans
 }
+
+// StoreSpanThreshold: only store operations slower than this get a span
+// (a fast one is noise in a trace; the histogram has them all).
+const StoreSpanThreshold = time.Millisecond
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -83,7 +92,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // observe records one operation. A caller's own cancellation is not a
 // backend error and is not counted as one.
 func (m *metrics) observe(ctx context.Context, op string, start time.Time, err error) {
-	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	m.duration.WithLabelValues(op).Observe(took.Seconds())
+	// A span only inside a traced request: a background sweep starts none.
+	if m.tracer != nil && took > StoreSpanThreshold && trace.SpanFromContext(ctx).IsRecording() {
+		_, span := m.tracer.Start(ctx, "connecta.store", trace.WithTimestamp(start),
+			trace.WithAttributes(attribute.String("db.operation.name", op)))
+		if err != nil {
+			span.SetStatus(codes.Error, "store_error")
+		}
+		span.End()
+	}
 	if err != nil && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
 		m.errors.WithLabelValues(op).Inc()
 	}

@@ -13,6 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/connecta-dev/connecta/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultConnectRetry is how long Open keeps retrying an unreachable
@@ -30,6 +33,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Tracer receives a connecta.store span for each operation over
+	// StoreSpanThreshold made on behalf of a traced request; nil: none.
+	Tracer trace.TracerProvider
 }
 
 // ConfigError is a store URL that cannot work; Open returns it before
@@ -134,6 +140,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		opts.ConnectRetry = DefaultConnectRetry
 	}
 	m := newMetrics(opts.Registerer)
+	if opts.Tracer != nil {
+		m.tracer = telemetry.Tracer(opts.Tracer)
+	}
 	switch kind {
 	case "memory":
 		return newMemory(opts.Now, m), nil

@@ -100,4 +100,11 @@ type Result struct {
 	// ChildCPU is the child's process CPU (all threads) from the run frame's
 	// send to the outcome: what the parent's CPU watchdog measures.
 	ChildCPU time.Duration
+	// The phases before the run, as the parent timed them (for traces):
+	// QueueWait is the admission wait (Acquire), ChildWait the wait for a
+	// child (a warm spare taken at once, or one started for this run), and
+	// Spare reports that a warm spare was ready when asked.
+	QueueWait time.Duration
+	ChildWait time.Duration
+	Spare     bool
 }

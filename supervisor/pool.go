@@ -387,19 +387,25 @@ func (p *Pool) startChild(ctx context.Context) (*child, error) {
 // errPoolClosing ends a start-up the pool's Close interrupted.
 var errPoolClosing = errors.New("supervisor: pool closing")
 
-// takeChild waits for a warm child.
-func (p *Pool) takeChild(ctx context.Context) (*child, error) {
+// takeChild waits for a warm child; spare reports one was ready at once.
+func (p *Pool) takeChild(ctx context.Context) (c *child, spare bool, err error) {
 	if ctx.Err() != nil {
 		// Never spend a warm child on a caller who already left.
-		return nil, &ExecError{Code: CodeCancelled, Message: msgCancelledBeforeStart}
+		return nil, false, &ExecError{Code: CodeCancelled, Message: msgCancelledBeforeStart}
 	}
 	select {
 	case c := <-p.ready:
-		return c, nil
+		return c, true, nil
 	default:
 	}
-	// A miss: demand outran the warm children. Keep one more from now on;
-	// with no seats at all (MaxSpares 0) this caller spawns its own.
+	c, err = p.waitChild(ctx)
+	return c, false, err
+}
+
+// waitChild is takeChild's miss: demand outran the warm children.
+func (p *Pool) waitChild(ctx context.Context) (*child, error) {
+	// Keep one more from now on; with no seats at all (MaxSpares 0) this
+	// caller spawns its own.
 	if !p.grow() && p.opts.MaxSpares == 0 {
 		return p.spawnFor(ctx)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/connecta-dev/connecta/ipc"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/telemetry"
 )
 
 // Run runs job in a fresh child and releases the lease. A program's own
@@ -43,7 +44,9 @@ func (l *Lease) Run(ctx context.Context, job Job, host Host) (*Result, error) {
 		return nil, &ExecError{Code: CodeClosed, Message: msgClosed}
 	}
 	defer p.wg.Done()
-	c, err := p.takeChild(ctx)
+	takeStart := time.Now()
+	c, spare, err := p.takeChild(ctx)
+	childWait := time.Since(takeStart)
 	if errors.Is(err, errNoChild) {
 		p.m.executions.WithLabelValues(outcomeError).Inc()
 		return &Result{Err: &ProgramError{Kind: ErrCrash,
@@ -53,7 +56,11 @@ func (l *Lease) Run(ctx context.Context, job Job, host Host) (*Result, error) {
 		return nil, err
 	}
 	s := &session{p: p, c: c, host: host, limits: limits}
-	return s.run(ctx, frame)
+	res, err := s.run(ctx, frame)
+	if res != nil {
+		res.QueueWait, res.ChildWait, res.Spare = l.waited, childWait, spare
+	}
+	return res, err
 }
 
 // randomSeed is a run's Math.random seed: 64 bits of the parent's CSPRNG,
@@ -176,7 +183,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 				cancelCalls() // a call still pending when the run ends fails cancelled
 				childCPU := cpu.used(c)
 				p.retire(c, true)
-				res, err := s.done(m.Done, start)
+				res, err := s.done(ctx, m.Done, start)
 				res.ChildCPU = childCPU
 				return res, err
 			default:
@@ -274,7 +281,7 @@ func (s *session) broken(err error, cancelCalls func(),
 	return fail(ErrCrash, outcomeCrash, c.crashReport())
 }
 
-func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
+func (s *session) done(ctx context.Context, d *ipc.Done, start time.Time) (*Result, error) {
 	p := s.p
 	res := &Result{
 		Value:         d.Value,
@@ -300,7 +307,7 @@ func (s *session) done(d *ipc.Done, start time.Time) (*Result, error) {
 			"cpuMs", res.CPUTime.Milliseconds(), "peakHeapBytes", res.PeakHeapBytes, "wallMs", res.Wall.Milliseconds())
 	}
 	p.m.executions.WithLabelValues(outcome).Inc()
-	p.m.duration.Observe(res.Wall.Seconds())
+	telemetry.Observe(ctx, p.m.duration, res.Wall.Seconds()) // exemplar: the trace id
 	p.m.guestCPU.Observe(res.CPUTime.Seconds())
 	p.m.guestHeap.Observe(float64(res.PeakHeapBytes))
 	return res, nil

@@ -69,7 +69,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
-	st, err := app.OpenState(ctx, cfg, log, nil)
+	st, err := app.OpenState(ctx, cfg, log, nil, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1
@@ -83,7 +83,7 @@ func cmdOAuth(args []string, stdout, stderr io.Writer) int {
 	if db != nil {
 		defer db.Close()
 	}
-	m, err := app.NewOAuth(cfg, nil, st, nil, log, flows)
+	m, err := app.NewOAuth(cfg, nil, st, nil, log, flows, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "connecta oauth revoke: %v\n", err)
 		return 1

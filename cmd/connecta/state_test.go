@@ -29,7 +29,7 @@ func TestState_NoStoreSectionWarnsEmbeddedDefaultDoesNot(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		st, err := app.OpenState(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), nil)
+		st, err := app.OpenState(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

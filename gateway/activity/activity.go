@@ -98,6 +98,9 @@ type Event struct {
 	Friction      string `json:"friction,omitempty"`
 	ServerName    string `json:"serverName"`
 	ServerVersion string `json:"serverVersion"`
+	// TraceID is the request's trace (hex) when it was sampled for export
+	// (telemetry), so an operator goes from an event to its trace.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // Options configure a Recorder.
