@@ -39,7 +39,7 @@ var Layers = []Layer{
 	{"auth and state", []string{"inbound", "accesstoken", "oauth", "oauth/...", "vault", "store", "store/...", "config"}},
 	{"child entry", []string{"sandbox"}},
 	{"engine and wire", []string{"guest", "ipc", "quickjs.wasm"}},
-	{"leaves", []string{"jstext", "actor", "internal/...", "gateway/schemaref", "gateway/rawmcp", "stdioshim", "deploy"}},
+	{"leaves", []string{"jstext", "actor", "internal/...", "gateway/schemaref", "gateway/rawmcp", "stdioshim", "deploy", "telemetry"}},
 }
 
 // ChildOnly are the sandbox side's entry and engine, and who may import them.
