@@ -240,8 +240,9 @@ func TestAuthorizeFlowGrantsAndRefreshes(t *testing.T) {
 		t.Fatalf("whoami after a 401: %q %v", got, err)
 	}
 	// One refresh for the 401 (a second only if the 1 s token also neared
-	// expiry on a slow machine).
-	if d := r.refreshes("ok") - okBefore; r.rs.Unauthorized() != before+1 || r.rs.Calls() != calls+1 || d < 1 || d > 2 {
+	// expiry on a slow machine, and then the resource server may have
+	// refused that token once too: every extra 401 is paired with a refresh).
+	if d := r.refreshes("ok") - okBefore; r.rs.Unauthorized() < before+1 || r.rs.Unauthorized() > before+int(d) || r.rs.Calls() != calls+1 || d < 1 || d > 2 {
 		t.Fatalf("401s %d→%d, tool runs %d→%d, refreshes %v→%v; want +1 each",
 			before, r.rs.Unauthorized(), calls, r.rs.Calls(), okBefore, r.refreshes("ok"))
 	}

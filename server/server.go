@@ -329,7 +329,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 					c.TTLMs = AccessToolsListTTLMs
 				}
 			case *mcp.ServerRequest[*mcp.DiscoverParams]: // server/discover
-				// Per caller, as tools/list (DECISIONS "MCP versions and scopes").
+				// Per caller, as tools/list (docs/DECISIONS.md "MCP versions and scopes").
 				c.CacheScope = "private"
 				if accessOn {
 					c.TTLMs = AccessToolsListTTLMs
