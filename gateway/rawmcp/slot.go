@@ -122,19 +122,27 @@ func (a *Awaiting) expect(session string, id any, slot *Slot) {
 	if a == nil {
 		return
 	}
-	k := awaitKey(session, id)
 	a.mu.Lock()
 	if a.m == nil {
 		a.m = map[string]*Slot{}
 	}
-	a.m[k] = slot
+	m := a.m // made once, never replaced
 	a.mu.Unlock()
+	holdUntilRelease(&a.mu, m, awaitKey(session, id), slot)
+}
+
+// holdUntilRelease files slot under k in m (guarded by mu) until the slot
+// is released; a later slot filed under the same k is not removed.
+func holdUntilRelease[K comparable](mu *sync.Mutex, m map[K]*Slot, k K, slot *Slot) {
+	mu.Lock()
+	m[k] = slot
+	mu.Unlock()
 	slot.onRelease(func() {
-		a.mu.Lock()
-		if a.m[k] == slot {
-			delete(a.m, k)
+		mu.Lock()
+		if m[k] == slot {
+			delete(m, k)
 		}
-		a.mu.Unlock()
+		mu.Unlock()
 	})
 }
 
@@ -278,17 +286,7 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		// the pending call's when exactly one is pending.
 		if slot := c.onlyPending(); slot != nil {
 			slot.sawInputRequest(req.Method)
-			id := req.ID.Raw()
-			c.mu.Lock()
-			c.inputs[id] = slot
-			c.mu.Unlock()
-			slot.onRelease(func() {
-				c.mu.Lock()
-				if c.inputs[id] == slot {
-					delete(c.inputs, id)
-				}
-				c.mu.Unlock()
-			})
+			holdUntilRelease(&c.mu, c.inputs, req.ID.Raw(), slot)
 		}
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
