@@ -430,13 +430,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 	}
 	if e, ok := fs["publicUrl"]; ok {
-		if s, ok := d.str(e.val, "publicUrl"); ok && s != "" {
-			if msg := checkHTTPURL(s); msg != "" {
-				d.fail(e.val, "publicUrl", "%s", msg)
-			} else {
-				c.PublicURL = s
-			}
-		}
+		c.PublicURL = d.optionalHTTPURL(e.val, "publicUrl")
 	}
 	tokensGiven := false
 	var oidcNode *yaml.Node
@@ -1173,6 +1167,20 @@ func isLoopbackHost(host string) bool {
 func isLoopbackURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && isLoopbackHost(u.Hostname())
+}
+
+// optionalHTTPURL decodes an http(s) URL that may be left empty: "" when
+// it is empty or refused (the refusal is recorded).
+func (d *decoder) optionalHTTPURL(n *yaml.Node, field string) string {
+	s, ok := d.str(n, field)
+	if !ok || s == "" {
+		return ""
+	}
+	if msg := checkHTTPURL(s); msg != "" {
+		d.fail(n, field, "%s", msg)
+		return ""
+	}
+	return s
 }
 
 func checkHTTPURL(s string) string {

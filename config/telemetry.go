@@ -34,13 +34,7 @@ func (d *decoder) telemetry(n *yaml.Node, c *Config) {
 		ofs, ok := d.fields(e.val, "telemetry.otlp", "endpoint", "headers")
 		if ok {
 			if e, ok := ofs["endpoint"]; ok {
-				if s, ok := d.str(e.val, "telemetry.otlp.endpoint"); ok && s != "" {
-					if msg := checkHTTPURL(s); msg != "" {
-						d.fail(e.val, "telemetry.otlp.endpoint", "%s", msg)
-					} else {
-						t.Endpoint = s
-					}
-				}
+				t.Endpoint = d.optionalHTTPURL(e.val, "telemetry.otlp.endpoint")
 			}
 			if e, ok := ofs["headers"]; ok {
 				d.telemetryHeaders(e.val, t)
