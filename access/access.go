@@ -112,16 +112,22 @@ func (p *Policy) View(c Caller) *gateway.View {
 	if p == nil {
 		return base.Narrow(c.Connectors) // no rules: small, built per request
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if v, ok := p.narrowed[k]; ok {
+	return memo(&p.mu, p.narrowed, k, func() *gateway.View { return base.Narrow(c.Connectors) })
+}
+
+// memo is m[k], built (under mu) on a miss; m holds at most maxCached views
+// and is emptied when full (views are cheap to rebuild, callers many).
+func memo[K comparable](mu *sync.Mutex, m map[K]*gateway.View, k K, build func() *gateway.View) *gateway.View {
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := m[k]; ok {
 		return v
 	}
-	if len(p.narrowed) >= maxCached {
-		clear(p.narrowed)
+	if len(m) >= maxCached {
+		clear(m)
 	}
-	v := base.Narrow(c.Connectors)
-	p.narrowed[k] = v
+	v := build()
+	m[k] = v
 	return v
 }
 
@@ -156,18 +162,7 @@ func (p *Policy) oidcView(claims map[string]any) *gateway.View {
 	if len(idx) == 0 {
 		return p.none
 	}
-	k := b.String()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if v, ok := p.byOIDC[k]; ok {
-		return v
-	}
-	if len(p.byOIDC) >= maxCached {
-		clear(p.byOIDC)
-	}
-	v := p.build(idx)
-	p.byOIDC[k] = v
-	return v
+	return memo(&p.mu, p.byOIDC, b.String(), func() *gateway.View { return p.build(idx) })
 }
 
 // Rules are the compiled rules as configured (the console's Access page).
