@@ -498,6 +498,11 @@ type healthExecutor struct {
 	Child string `json:"child,omitempty"` // supervisor.ChildEmbedded | ChildSelf
 }
 
+// AdmissionPolicy is /health's admission.policy: requests are served
+// round-robin between callers, each capped (docs/DECISIONS.md "Request
+// admission"). The Node peer's "global-fifo" no longer describes the queue.
+const AdmissionPolicy = "per-caller-fair"
+
 type healthAdmission struct {
 	Policy   string            `json:"policy"`
 	Requests AdmissionSnapshot `json:"requests"`
@@ -518,7 +523,7 @@ func (s *Server) Health() HealthReport {
 		CatalogDrift:    s.opts.Gateway.CatalogDrift(),
 		Server:          healthServer{Name: s.opts.Name, Version: s.opts.Version},
 		Admission: healthAdmission{
-			Policy:   "global-fifo",
+			Policy:   AdmissionPolicy,
 			Requests: s.admission.snapshot(),
 			Code:     map[string]bool{"managedByExecutor": true},
 

@@ -222,6 +222,10 @@ func TestHealth_OpenAndPayloadFree(t *testing.T) {
 	if m["status"] != "ok" || m["connectors"] != float64(1) {
 		t.Fatalf("health %s", body)
 	}
+	// The policy names the fair-between-callers queue the server runs.
+	if adm, _ := m["admission"].(map[string]any); adm["policy"] != server.AdmissionPolicy || server.AdmissionPolicy != "per-caller-fair" {
+		t.Fatalf("admission.policy %v", adm["policy"])
+	}
 	for _, leak := range []string{"health-secret-token", "laptop", h.down.url, "127.0.0.1"} {
 		if strings.Contains(string(body), leak) {
 			t.Fatalf("health leaks %q: %s", leak, body)
