@@ -37,33 +37,29 @@ type Access struct {
 
 // access decodes `access`; checkAccess, once auth and connectors are
 // decoded, checks it against them.
-func (d *decoder) access(n *yaml.Node, c *Config) {
+func (d *decoder) access(l list[accessRuleShape], c *Config) {
+	n := l.val
 	c.Access = &Access{Line: n.Line}
 	if n.Kind != yaml.SequenceNode {
-		d.fail(n, "access", "expected a list of rules ({callers, connectors, tools?, writes?}), got %s", kindName(n))
+		d.fail(n, l.path, "expected a list of rules ({callers, connectors, tools?, writes?}), got %s", kindName(n))
 		return
 	}
-	for i, item := range n.Content {
-		path := fmt.Sprintf("access[%d]", i)
-		fs, ok := d.fields(item, path, "callers", "connectors", "tools", "writes")
-		if !ok {
-			continue
-		}
+	each(d, l, func(_ int, item *yaml.Node, fs *accessRuleShape) {
 		r := AccessRule{Line: item.Line}
 		good := true
-		if e, ok := fs["callers"]; !ok {
-			d.fail(item, path+".callers", "is required: {tokens: [NAME...]}, {oidc: {emails: [...]} or {claim: {name, value}}} or {issuedTokens: true}")
+		if e := fs.Callers; !e.given() {
+			d.fail(item, e.path, "is required: {tokens: [NAME...]}, {oidc: {emails: [...]} or {claim: {name, value}}} or {issuedTokens: true}")
 			good = false
-		} else if !d.accessCallers(e.val, path+".callers", &r) {
+		} else if !d.accessCallers(e, &r) {
 			good = false
 		}
-		if e, ok := fs["connectors"]; !ok {
-			d.fail(item, path+".connectors", `is required: connector ids, or ["*"] for every connector`)
+		if e := fs.Connectors; !e.given() {
+			d.fail(item, e.path, `is required: connector ids, or ["*"] for every connector`)
 			good = false
-		} else if ids, ok := d.strList(e.val, path+".connectors"); !ok {
+		} else if ids, ok := d.strList(e.val, e.path); !ok {
 			good = false
 		} else if len(ids) == 0 {
-			d.fail(e.val, path+".connectors", `must not be empty: connector ids, or ["*"] for every connector`)
+			d.fail(e.val, e.path, `must not be empty: connector ids, or ["*"] for every connector`)
 			good = false
 		} else {
 			for _, id := range ids {
@@ -74,20 +70,20 @@ func (d *decoder) access(n *yaml.Node, c *Config) {
 				}
 			}
 		}
-		if e, ok := fs["tools"]; ok {
-			globs, ok := d.strList(e.val, path+".tools")
+		if e := fs.Tools; e.given() {
+			globs, ok := d.strList(e.val, e.path)
 			switch {
 			case !ok:
 				good = false
 			case len(globs) == 0:
-				d.fail(e.val, path+".tools", "must not be empty (leave it out to reach every tool of the rule's connectors)")
+				d.fail(e.val, e.path, "must not be empty (leave it out to reach every tool of the rule's connectors)")
 				good = false
 			default:
 				r.Tools = globs
 			}
 		}
-		if e, ok := fs["writes"]; ok {
-			if v, ok := d.boolean(e.val, path+".writes"); ok {
+		if e := fs.Writes; e.given() {
+			if v, ok := d.boolean(e.val, e.path); ok {
 				r.Writes = v
 			} else {
 				good = false
@@ -96,38 +92,39 @@ func (d *decoder) access(n *yaml.Node, c *Config) {
 		if good {
 			c.Access.Rules = append(c.Access.Rules, r)
 		}
-	}
+	})
 }
 
-func (d *decoder) accessCallers(n *yaml.Node, path string, r *AccessRule) bool {
-	fs, ok := d.fields(n, path, "tokens", "oidc", "issuedTokens")
+// accessCallers decodes a rule's callers: exactly one kind of caller.
+func (d *decoder) accessCallers(s section[accessCallersShape], r *AccessRule) bool {
+	fs, ok := s.in(d)
 	if !ok {
 		return false
 	}
-	if len(fs) != 1 {
-		d.fail(n, path, "give exactly one of tokens, oidc or issuedTokens (write another rule for another kind of caller)")
+	if givenOf(fs.Tokens, fs.OIDC.field, fs.IssuedTokens) != 1 {
+		d.fail(s.val, s.path, "give exactly one of tokens, oidc or issuedTokens (write another rule for another kind of caller)")
 		return false
 	}
-	if e, ok := fs["tokens"]; ok {
-		names, ok := d.strList(e.val, path+".tokens")
+	if e := fs.Tokens; e.given() {
+		names, ok := d.strList(e.val, e.path)
 		if ok && len(names) == 0 {
-			d.fail(e.val, path+".tokens", "must name at least one auth.tokens entry")
+			d.fail(e.val, e.path, "must name at least one auth.tokens entry")
 			return false
 		}
 		r.Tokens = names
 		return ok
 	}
-	if e, ok := fs["oidc"]; ok {
-		rule, ok := d.rule(e.val, path+".oidc", true)
+	if fs.OIDC.given() {
+		rule, ok := d.rule(fs.OIDC, true)
 		if ok {
 			r.OIDC = &rule
 		}
 		return ok
 	}
-	e := fs["issuedTokens"]
-	v, ok := d.boolean(e.val, path+".issuedTokens")
+	e := fs.IssuedTokens
+	v, ok := d.boolean(e.val, e.path)
 	if ok && !v {
-		d.fail(e.val, path+".issuedTokens", "must be true (a rule that admits no caller is a mistake)")
+		d.fail(e.val, e.path, "must be true (a rule that admits no caller is a mistake)")
 		return false
 	}
 	r.IssuedTokens = v

@@ -62,47 +62,32 @@ func (c *Config) Quarantined() bool {
 	return false
 }
 
-// catalog decodes the top-level `catalog` section.
-func (d *decoder) catalog(n *yaml.Node, c *Config) {
+// catalog decodes the top-level catalog section (n is its node).
+func (d *decoder) catalog(fs *catalogShape, n *yaml.Node, c *Config) {
 	x := &c.Catalog
-	d.section(n, "catalog", []numField{
-		{"ttlMs", 0, maxTTLMs, msInto(&x.TTL)},
-		{"staleMs", 0, maxTTLMs, msInto(&x.Stale)},
-	}, []string{"pin", "approveFirst"}, func(fs map[string]entry) {
-		if e, ok := fs["pin"]; ok {
-			if p, ok := d.pin(e.val, "catalog.pin"); ok {
-				x.Pin = p
-			}
+	d.integers(
+		numField{fs.TTL, 0, maxTTLMs, msInto(&x.TTL)},
+		numField{fs.Stale, 0, maxTTLMs, msInto(&x.Stale)},
+	)
+	if e := fs.Pin; e.given() {
+		if p, ok := d.pin(e.val, e.path); ok {
+			x.Pin = p
 		}
-		if e, ok := fs["approveFirst"]; ok {
-			if v, ok := d.boolean(e.val, "catalog.approveFirst"); ok {
-				x.ApproveFirst = v
-			}
-		}
-		if x.Stale < x.TTL {
-			n := n
-			if e, ok := fs["staleMs"]; ok {
-				n = e.val
-			}
-			d.fail(n, "catalog.staleMs", "%d is below catalog.ttlMs (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), x.TTL.Milliseconds())
-		}
-	})
-}
-
-// connectorCatalog decodes a connector's `catalog: {pin}` override.
-func (d *decoder) connectorCatalog(n *yaml.Node, path string, c *Connector) {
-	fs, ok := d.fields(n, path+".catalog", "pin")
-	if !ok {
-		return
 	}
-	if e, ok := fs["pin"]; ok {
-		if p, ok := d.pin(e.val, path+".catalog.pin"); ok {
-			c.CatalogPin = p
-			c.catalogPinLine = e.val.Line
+	if e := fs.ApproveFirst; e.given() {
+		if v, ok := d.boolean(e.val, e.path); ok {
+			x.ApproveFirst = v
 		}
+	}
+	if x.Stale < x.TTL {
+		if fs.Stale.given() {
+			n = fs.Stale.val
+		}
+		d.fail(n, fs.Stale.path, "%d is below catalog.ttlMs (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), x.TTL.Milliseconds())
 	}
 }
 
+// pin decodes a catalog.pin mode (the top-level one or a connector's).
 func (d *decoder) pin(n *yaml.Node, field string) (string, bool) {
 	s, ok := d.str(n, field)
 	if !ok {
