@@ -119,13 +119,13 @@ func (d *decoder) document(data []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, d.syntaxError(err)
+		return nil, d.syntaxError(err, data)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, d.syntaxError(err)
+		return nil, d.syntaxError(err, data)
 	default:
 		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
 			return nil, &Error{File: d.file, Line: extra.Line, Column: extra.Column, Message: "a configuration is one YAML document; found a second one"}
@@ -140,17 +140,95 @@ func (d *decoder) document(data []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
-func (d *decoder) syntaxError(err error) error {
+// syntaxError turns the YAML parser's error into a refusal at the line
+// of the problem. yaml.v3 says "line N" for the start of the construct it
+// was reading (a plain scalar whose next line holds a bad tab, a mapping a
+// misindented key falls out of), and for a parser error that start is
+// counted from 0; on the first line it says nothing. The problem lies at
+// or after that line, so the refusal names the first line from there at
+// which the text stops parsing: the first line of the shortest prefix
+// that fails.
+func (d *decoder) syntaxError(err error, data []byte) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	e := &Error{File: d.file, Message: "invalid YAML: " + msg}
+	from := 1
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, text, ok := strings.Cut(rest, ": "); ok {
 			if n, err := strconv.Atoi(num); err == nil {
-				e.Line, e.Message = n, "invalid YAML: "+text
+				from, msg = max(n, 1), text
 			}
 		}
 	}
-	return e
+	return &Error{File: d.file, Line: failingLine(data, from), Message: "invalid YAML: " + msg}
+}
+
+// failingLine finds, from line from on, a line L where the text's first
+// L-1 lines parse and its first L do not (the whole text does not):
+// galloping, then bisecting, so a refusal costs O(log lines) parses.
+func failingLine(data []byte, from int) int {
+	ends := lineEnds(data)
+	lines := len(ends)
+	prefix := func(l int) []byte { return data[:ends[l-1]] }
+	from = min(from, lines)
+	if !parses(prefix(from)) {
+		return from
+	}
+	good, bad := from, lines // prefix(good) parses, prefix(bad) does not
+	for step := 1; good+step < bad; step *= 2 {
+		if !parses(prefix(good + step)) {
+			bad = good + step
+			break
+		}
+		good += step
+	}
+	for bad-good > 1 {
+		mid := good + (bad-good)/2
+		if parses(prefix(mid)) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return bad
+}
+
+// lineEnds lists the offset just past each line of data, breaking lines
+// where yaml.v3 counts them (\n, \r, \r\n, NEL, LS, PS); the last entry is
+// len(data).
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			i++
+			ends = append(ends, i+1)
+		case data[i] == '\n' || data[i] == '\r':
+			ends = append(ends, i+1)
+		case bytes.HasPrefix(data[i:], []byte("\u0085")):
+			i++
+			ends = append(ends, i+1)
+		case bytes.HasPrefix(data[i:], []byte("\u2028")) || bytes.HasPrefix(data[i:], []byte("\u2029")):
+			i += 2
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// parses reports whether every document of data parses.
+func parses(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		switch err := dec.Decode(&n); {
+		case errors.Is(err, io.EOF):
+			return true
+		case err != nil:
+			return false
+		}
+	}
 }
 
 // rejectAliases refuses anchors' aliases anywhere: they make a field's value
