@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -102,17 +101,17 @@ func (d *decoder) pin(n *yaml.Node, field string) (string, bool) {
 
 // checkQuarantineStore refuses quarantine on memory: — a restart would
 // forget every approval and approve the next catalog as a first one.
-func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node) {
+func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node, top *catalogShape) {
 	if c.Store.URL.Reveal() != "memory:" {
 		return
 	}
 	const why = "quarantine needs a durable store (store.url sqlite:PATH or postgres://…): on memory: a restart would forget every approval"
 	if c.Catalog.Pin == PinQuarantine && catalogNode != nil {
-		d.fail(catalogNode, "catalog.pin", "%s", why)
+		d.fail(catalogNode, top.Pin.path, "%s", why)
 	}
 	for i := range c.Connectors {
-		if cc := &c.Connectors[i]; cc.CatalogPin == PinQuarantine {
-			d.fail(&yaml.Node{Line: cc.catalogPinLine, Column: 1}, fmt.Sprintf("connectors[%d].catalog.pin", i), "%s", why)
+		if c.Connectors[i].CatalogPin == PinQuarantine {
+			d.fail(d.conns[i].pin.val, d.conns[i].pin.path, "%s", why)
 		}
 	}
 }
@@ -121,16 +120,16 @@ func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node) {
 // its catalogs are each caller's own, so their approvals would be per
 // caller too, and `connecta catalog approve` approves a connector's one
 // catalog — a changed tool would stay hidden from everyone.
-func (d *decoder) checkPerCallerQuarantine(c *Config, catalogNode *yaml.Node) {
+func (d *decoder) checkPerCallerQuarantine(c *Config, catalogNode *yaml.Node, top *catalogShape) {
 	const why = "quarantine cannot apply to a connector with oauth.grants or credential.per: caller (its catalogs are each caller's own, approvals are the connector's): use pin: warn or off for it"
 	for i := range c.Connectors {
 		cc := &c.Connectors[i]
 		switch {
 		case !cc.PerCaller():
 		case cc.CatalogPin == PinQuarantine:
-			d.fail(&yaml.Node{Line: cc.catalogPinLine, Column: 1}, fmt.Sprintf("connectors[%d].catalog.pin", i), "%s", why)
+			d.fail(d.conns[i].pin.val, d.conns[i].pin.path, "%s", why)
 		case cc.CatalogPin == "" && c.Catalog.Pin == PinQuarantine && catalogNode != nil:
-			d.fail(catalogNode, "catalog.pin", "%s (connector %s: set connectors[%d].catalog.pin)", why, cc.ID, i)
+			d.fail(catalogNode, top.Pin.path, "%s (connector %s: set %s)", why, cc.ID, d.conns[i].pin.path)
 		}
 	}
 }

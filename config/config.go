@@ -176,8 +176,7 @@ type Connector struct {
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 	// CatalogPin is the connector's catalog.pin override ("" = the
 	// top-level catalog.pin; Config.CatalogPin resolves it).
-	CatalogPin     string
-	catalogPinLine int
+	CatalogPin string
 
 	// Missing lists the credential references that could not be resolved.
 	// The connector still loads; its calls fail auth_required with recovery

@@ -88,6 +88,14 @@ type decoder struct {
 	r       Resolver
 	errs    []*Error
 	warns   []Warning
+	// conns holds, for each decoded connector (Config.Connectors[i]), the
+	// keys the whole-file checks name.
+	conns []connectorAt
+}
+
+// connectorAt is where a decoded connector's whole-file findings are.
+type connectorAt struct {
+	oauth, pin field
 }
 
 func parse(name, baseDir string, data []byte, r Resolver) (*Config, error) {
@@ -459,14 +467,15 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		c.PublicURL = d.optionalHTTPURL(e.val, e.path)
 	}
 	tokensGiven := false
-	var oidcNode *yaml.Node
-	if a, ok := f.Auth.in(d); ok {
-		tokensGiven, oidcNode = d.auth(a, c)
+	var oidc *oidcShape
+	auth, ok := f.Auth.in(d)
+	if ok {
+		tokensGiven, oidc = d.auth(auth, c)
 	}
 	if f.AccessTokens.given() {
 		d.accessTokens(f.AccessTokens, c)
 	}
-	d.checkOIDC(c, oidcNode)
+	d.checkOIDC(c, auth.OIDC, oidc)
 	if s, ok := f.Requests.in(d); ok {
 		r := &c.Requests
 		d.integers(
@@ -534,9 +543,9 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			numField{s.MaxEmittedBlocks, 0, 10_000, intInto(&x.MaxEmittedBlocks)},
 		)
 	}
-	catalogNode := f.Catalog.val
-	if s, ok := f.Catalog.in(d); ok {
-		d.catalog(s, f.Catalog.val, c)
+	catalog, ok := f.Catalog.in(d)
+	if ok {
+		d.catalog(catalog, f.Catalog.val, c)
 	}
 	if s, ok := f.Results.in(d); ok {
 		x := &c.Results
@@ -576,24 +585,22 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 	}
 	if f.Connectors.given() {
 		d.connectors(f.Connectors, c)
-		for i := range c.Connectors {
-			if c.Connectors[i].OAuth != nil && c.PublicURL == "" {
-				d.fail(&yaml.Node{Line: c.Connectors[i].Line, Column: 1}, fmt.Sprintf("%s[%d].oauth", f.Connectors.path, i),
-					"needs publicUrl: the authorization server sends the browser back to {publicUrl}/oauth/callback/%s", c.Connectors[i].ID)
+		for i, cc := range c.Connectors {
+			if cc.OAuth != nil && c.PublicURL == "" {
+				d.fail(&yaml.Node{Line: cc.Line, Column: 1}, d.conns[i].oauth.path,
+					"needs publicUrl: the authorization server sends the browser back to {publicUrl}/oauth/callback/%s", cc.ID)
 			}
 		}
 	}
-	d.checkQuarantineStore(c, catalogNode)
-	d.checkPerCallerQuarantine(c, catalogNode)
+	d.checkQuarantineStore(c, f.Catalog.val, catalog)
+	d.checkPerCallerQuarantine(c, f.Catalog.val, catalog)
 	if s, ok := f.Telemetry.in(d); ok {
 		d.telemetry(s, c)
 	}
 	if f.Access.given() {
 		d.access(f.Access, c)
-		c.Access.Line = f.Access.key.Line
-		d.checkAccess(c)
 	}
-	if listenNode != nil && !tokensGiven && oidcNode == nil && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
+	if listenNode != nil && !tokensGiven && !auth.OIDC.given() && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
 		d.fail(listenNode, f.Listen.path, "%q is not a loopback address and no inbound auth is configured (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(c.Listen))
 	}
 }
@@ -620,21 +627,19 @@ func (d *decoder) path(n *yaml.Node, field string) (string, bool) {
 
 // auth decodes auth.tokens and auth.oidc; it reports whether any token
 // entry was given (so that a failed token is not also reported as "no
-// tokens") and the auth.oidc node (nil when absent).
-func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidcNode *yaml.Node) {
-	if a.OIDC.given() {
-		oidcNode = a.OIDC.key
-		if o, ok := a.OIDC.in(d); ok {
-			d.oidc(o, a.OIDC, c)
-		}
+// tokens") and the auth.oidc shape (for checkOIDC; nil unless decoded).
+func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidc *oidcShape) {
+	if o, ok := a.OIDC.in(d); ok {
+		d.oidc(o, a.OIDC, c)
+		oidc = o
 	}
 	e := a.Tokens
 	if !e.given() {
-		return false, oidcNode
+		return false, oidc
 	}
 	if e.val.Kind != yaml.SequenceNode {
 		d.fail(e.val, e.path, "expected a list, got %s", kindName(e.val))
-		return false, oidcNode
+		return false, oidc
 	}
 	seen, names := map[string]string{}, map[string]string{}
 	for i, item := range e.val.Content {
@@ -705,7 +710,7 @@ func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidcNode *yam
 		t.Token, t.Reference = NewSecret(value), raw
 		c.Auth.Tokens = append(c.Auth.Tokens, t)
 	}
-	return len(e.val.Content) > 0, oidcNode
+	return len(e.val.Content) > 0, oidc
 }
 
 // each walks a list of mappings shaped T: use gets each item that is one.
@@ -724,14 +729,16 @@ func (d *decoder) connectors(l list[connectorShape], c *Config) {
 	}
 	ids := map[string]int{}
 	each(d, l, func(i int, item *yaml.Node, s *connectorShape) {
-		if conn, ok := d.connector(item, fmt.Sprintf("%s[%d]", l.path, i), s, ids); ok {
+		if conn, at, ok := d.connector(item, fmt.Sprintf("%s[%d]", l.path, i), s, ids); ok {
 			c.Connectors = append(c.Connectors, conn)
+			d.conns = append(d.conns, at)
 		}
 	})
 }
 
-func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids map[string]int) (Connector, bool) {
+func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids map[string]int) (Connector, connectorAt, bool) {
 	c := Connector{Line: n.Line, CallAdmission: DefaultCallAdmission()}
+	at := connectorAt{oauth: fs.OAuth.field}
 	before := len(d.errs)
 	if e := fs.ID; !e.given() {
 		d.fail(n, e.path, "is required (%s)", ConnectorIDPattern)
@@ -884,14 +891,13 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 			roLines[name] = e.val.Content[i].Line
 		}
 	}
-	if s, ok := fs.Catalog.in(d); ok {
-		if e := s.Pin; e.given() {
-			if p, ok := d.pin(e.val, e.path); ok {
-				c.CatalogPin = p
-				c.catalogPinLine = e.val.Line
-			}
+	cat, ok := fs.Catalog.in(d)
+	if e := cat.Pin; ok && e.given() {
+		if p, ok := d.pin(e.val, e.path); ok {
+			c.CatalogPin = p
 		}
 	}
+	at.pin = cat.Pin // given or not: a whole-file check may name it
 	if e := fs.ApprovalRequired; e.given() {
 		c.ApprovalRequired = d.toolList(e.val, e.path, roLines)
 	}
@@ -901,7 +907,7 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 	for _, m := range c.Missing {
 		d.warn(m.Line, m.Field, "%s is unresolved (%s); connector %q loads, but its calls fail auth_required until it is provided", m.Reference, m.Reason, c.ID)
 	}
-	return c, len(d.errs) == before
+	return c, at, len(d.errs) == before
 }
 
 func (d *decoder) guide(ge, fe field, c *Connector) {

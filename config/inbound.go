@@ -5,8 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // OIDC is `auth.oidc`: connecta as an OAuth-protected MCP resource whose
@@ -211,18 +209,18 @@ func (d *decoder) accessTokens(s section[accessTokensShape], c *Config) {
 
 // checkOIDC applies the rules that need the whole file: auth.oidc requires
 // publicUrl, and its audience is {publicUrl}/mcp.
-func (d *decoder) checkOIDC(c *Config, oidcNode *yaml.Node) {
+func (d *decoder) checkOIDC(c *Config, at section[oidcShape], fs *oidcShape) {
 	o := c.Auth.OIDC
 	if o == nil {
 		return
 	}
 	if c.PublicURL == "" {
-		d.fail(oidcNode, "auth.oidc", "needs publicUrl: the protected resource is {publicUrl}/mcp, and clients find its metadata there")
+		d.fail(at.key, at.path, "needs publicUrl: the protected resource is {publicUrl}/mcp, and clients find its metadata there")
 		return
 	}
 	want := strings.TrimRight(c.PublicURL, "/") + "/mcp"
 	if o.Audience != "" && o.Audience != want {
-		d.fail(oidcNode, "auth.oidc.audience", "%q must be {publicUrl}/mcp (%s), the resource clients request tokens for", clip(o.Audience), clip(want))
+		d.fail(at.key, fs.Audience.path, "%q must be {publicUrl}/mcp (%s), the resource clients request tokens for", clip(o.Audience), clip(want))
 		return
 	}
 	o.Audience = want

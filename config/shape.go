@@ -31,10 +31,13 @@ func (f *field) bind(key, val *yaml.Node, path string) { f.key, f.val, f.path = 
 type section[T any] struct{ field }
 
 // in walks the section into its shape; false when the key is absent or
-// the value is not a mapping (reported).
+// the value is not a mapping (reported). The shape's paths are set either
+// way, for messages about keys that are not there.
 func (s section[T]) in(d *decoder) (*T, bool) {
 	if !s.given() {
-		return nil, false
+		t := new(T)
+		bindPaths(reflect.ValueOf(t).Elem(), s.path)
+		return t, false
 	}
 	return shapeOf[T](d, s.val, s.path)
 }
@@ -59,6 +62,18 @@ func keysOf(t reflect.Type) []string {
 	return keys
 }
 
+// bindPaths sets the path of each field of the shape v (under path) and
+// returns its keys and fields.
+func bindPaths(v reflect.Value, path string) ([]string, []binder) {
+	keys := keysOf(v.Type())
+	slots := make([]binder, len(keys))
+	for i, k := range keys {
+		slots[i] = v.Field(i).Addr().Interface().(binder)
+		slots[i].bind(nil, nil, join(path, k))
+	}
+	return keys, slots
+}
+
 // shapeOf walks n into a new T (see decoder.mapping).
 func shapeOf[T any](d *decoder, n *yaml.Node, path string) (*T, bool) {
 	t := new(T)
@@ -69,13 +84,7 @@ func shapeOf[T any](d *decoder, n *yaml.Node, path string) (*T, bool) {
 // unique, and binds each non-null value to its field. shape is a pointer
 // to a shape struct.
 func (d *decoder) mapping(n *yaml.Node, path string, shape any) bool {
-	v := reflect.ValueOf(shape).Elem()
-	keys := keysOf(v.Type())
-	slots := make([]binder, len(keys))
-	for i, k := range keys {
-		slots[i] = v.Field(i).Addr().Interface().(binder)
-		slots[i].bind(nil, nil, join(path, k))
-	}
+	keys, slots := bindPaths(reflect.ValueOf(shape).Elem(), path)
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "expected a mapping, got %s", kindName(n))
 		return false
