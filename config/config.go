@@ -1,7 +1,8 @@
 // Package config loads connecta's one YAML configuration file: strict
 // decoding (every refusal names file, line and field), the defaults pinned in
 // docs/DECISIONS.md, validation, secret references resolved through an explicit
-// Resolver, and the embedded default used when no file is given.
+// Resolver, and the embedded default used when no file is given. The file's
+// shape (every key, where it may appear) is written once, in shape.go.
 //
 // Beyond the pinned docs/DECISIONS.md shape there is one additive key: a connector
 // may say `builtin: demo` instead of url/command (the embedded default does).
