@@ -48,6 +48,9 @@ func (section[T]) shape() reflect.Type { return reflect.TypeFor[T]() }
 // list is a key whose value is a list of mappings shaped T (see each).
 type list[T any] struct{ field }
 
+// items lets reflection (the shape test) reach T.
+func (list[T]) items() reflect.Type { return reflect.TypeFor[T]() }
+
 // binder is what every field of a shape is.
 type binder interface {
 	bind(key, val *yaml.Node, path string)
