@@ -82,7 +82,7 @@ func (d *decoder) catalog(fs *catalogShape, n *yaml.Node, c *Config) {
 		if fs.Stale.given() {
 			n = fs.Stale.val
 		}
-		d.fail(n, fs.Stale.path, "%d is below catalog.ttlMs (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), x.TTL.Milliseconds())
+		d.fail(n, fs.Stale.path, "%d is below %s (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), fs.TTL.path, x.TTL.Milliseconds())
 	}
 }
 

@@ -488,7 +488,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			numField{s.BodyTimeout, 1, maxWaitMs, msInto(&r.BodyTimeout)},
 		)
 		if pe := s.MaxActivePerCaller; pe.given() && r.MaxActivePerCaller > r.MaxActive {
-			d.fail(pe.val, pe.path, "%d must be at most requests.maxActive (%d)", r.MaxActivePerCaller, r.MaxActive)
+			d.fail(pe.val, pe.path, "%d must be at most %s (%d)", r.MaxActivePerCaller, s.MaxActive.path, r.MaxActive)
 		}
 		// A caller queued behind slow senders must get a permit before
 		// its own queue wait ends.
@@ -497,7 +497,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			if s.BodyTimeout.given() {
 				n, which = s.BodyTimeout.val, ""
 			}
-			d.fail(n, s.BodyTimeout.path, "%d%s must be below requests.queueTimeoutMs (%d)", r.BodyTimeout.Milliseconds(), which, r.QueueTimeout.Milliseconds())
+			d.fail(n, s.BodyTimeout.path, "%d%s must be below %s (%d)", r.BodyTimeout.Milliseconds(), which, s.QueueTimeout.path, r.QueueTimeout.Milliseconds())
 		}
 	}
 	if s, ok := f.Executor.in(d); ok {
@@ -521,7 +521,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		}
 		if x.MaxSpares < x.Spares {
 			if se := s.MaxSpares; se.given() {
-				d.fail(se.val, se.path, "%d is below executor.spares (%d)", x.MaxSpares, x.Spares)
+				d.fail(se.val, se.path, "%d is below %s (%d)", x.MaxSpares, s.Spares.path, x.Spares)
 			} else {
 				x.MaxSpares = x.Spares // only spares was raised: no growth above it
 			}
@@ -531,7 +531,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			if s.MaxStackSizeBytes.given() {
 				n = s.MaxStackSizeBytes.val
 			}
-			d.fail(n, s.MaxStackSizeBytes.path, "%d exceeds executor.memoryLimitBytes (%d)", x.MaxStackSizeBytes, x.MemoryLimitBytes)
+			d.fail(n, s.MaxStackSizeBytes.path, "%d exceeds %s (%d)", x.MaxStackSizeBytes, s.MemoryLimitBytes.path, x.MemoryLimitBytes)
 		}
 	}
 	if s, ok := f.Execute.in(d); ok {
@@ -562,7 +562,7 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			numField{s.MaxAge, 0, maxActivityAgeMs, msInto(&x.MaxAge)},
 		)
 		if e := s.Ring; e.given() {
-			d.fail(e.val, e.path, "was replaced by activity.maxEvents (the history now lives in the store, with activity.maxAgeMs); rename it to maxEvents")
+			d.fail(e.val, e.path, "was replaced by %s (the history now lives in the store, with %s); rename it to %s", s.MaxEvents.path, s.MaxAge.path, s.MaxEvents.name())
 		}
 		if e := s.File; e.given() {
 			if p, ok := d.path(e.val, e.path); ok {
@@ -816,7 +816,7 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 	case len(kinds) == 0:
 		d.fail(n, path, "needs one of url (remote MCP over streamable HTTP), command (stdio MCP) or builtin")
 	case len(kinds) > 1:
-		d.fail(kinds[1].key, kinds[1].path, "%s and %s are mutually exclusive", kinds[0].key.Value, kinds[1].key.Value)
+		d.fail(kinds[1].key, kinds[1].path, "%s and %s are mutually exclusive", kinds[0].name(), kinds[1].name())
 	}
 	isURL := fs.URL.given()
 	if e := fs.Headers; e.given() {

@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -24,6 +25,9 @@ type field struct {
 
 // given reports whether the key is present with a non-null value.
 func (f field) given() bool { return f.val != nil }
+
+// name is the field's key (the last part of its path).
+func (f field) name() string { return f.path[strings.LastIndexByte(f.path, '.')+1:] }
 
 func (f *field) bind(key, val *yaml.Node, path string) { f.key, f.val, f.path = key, val, path }
 
