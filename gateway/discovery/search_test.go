@@ -14,6 +14,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/lexical"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func newService(t testing.TB, f *fixtureCatalog, opts ...func(*Options)) *Service {
@@ -550,12 +551,7 @@ func TestS1_CancelledSearchEndsEveryGoroutine(t *testing.T) {
 	}
 	cancel()
 	wantCode(t, <-done, gateway.CodeCancelled)
-	for i := 0; i < 1000 && runtime.NumGoroutine() > before; i++ {
-		time.Sleep(time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines left behind", n-before)
-	}
+	testkit.GoroutinesAtMost(t, time.Second, before)
 }
 
 func TestS1_NoHTMLEscapingAndNoScores(t *testing.T) {
