@@ -332,9 +332,8 @@ func TestS1a_UnscopedFanOutIsBoundedAtFour(t *testing.T) {
 		_, err := search(t, s, gateway.FrontDoorProgram, `{}`)
 		done <- err
 	}()
-	for f.inFlight.Load() < DefaultConcurrency {
-		runtime.Gosched()
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.inFlight.Load() >= DefaultConcurrency },
+		"%d catalog loads never ran at once", DefaultConcurrency)
 	close(f.gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -546,9 +545,7 @@ func TestS1_CancelledSearchEndsEveryGoroutine(t *testing.T) {
 		_, err := s.Search(ctx, gateway.FrontDoorProgram, SearchParams{})
 		done <- err
 	}()
-	for f.inFlight.Load() < 3 {
-		runtime.Gosched()
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.inFlight.Load() >= 3 }, "the three catalog loads never started")
 	cancel()
 	wantCode(t, <-done, gateway.CodeCancelled)
 	testkit.GoroutinesAtMost(t, time.Second, before)
