@@ -1,9 +1,11 @@
-// Package testkit holds the two helpers tests across the repository kept
+// Package testkit holds the helpers tests across the repository kept
 // writing for themselves: a Buffer that a process's or a logger's writer
-// goroutine and the test may share, and Eventually, a poll with a deadline
-// and a message for a condition another goroutine or process makes true
-// (Poll when the failure message needs what is known only at the deadline;
-// GoroutinesAtMost for goroutines that end after a Close returned).
+// goroutine and the test may share; Eventually, a poll with a deadline and
+// a message for a condition another goroutine or process makes true (Poll
+// when the failure message needs what is known only at the deadline); and
+// GoroutinesAtMost, for goroutines that end after a Close returned.
+// A wait on the clock itself (a TTL, a backoff) is testing/synctest's
+// where no real process or network is involved, not a poll.
 // It imports nothing of ours.
 package testkit
 
