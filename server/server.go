@@ -3,6 +3,13 @@
 // server shared by every request) or over stdio, with request admission before auth,
 // bearer tokens, a body cap, origin protection, /health, /metrics and
 // /activity.
+//
+// Failures keep their concrete types where this package writes their
+// fields: checkAuthorizationShape and verifyBearer return *inbound.Rejection
+// (refuse writes its status, reason and message), and the helpers that build
+// a tool's typed failure return *gateway.Error (failureResult renders it).
+// The argument decoders (parseArgs, parseCallArgs and toolArgs' methods)
+// return error: their callers only pass it on.
 package server
 
 import (
