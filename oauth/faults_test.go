@@ -34,7 +34,9 @@ type badServer struct {
 	// legacy serves a 2025-03-26 downstream: a bare challenge and no
 	// protected resource metadata.
 	legacy bool
-	mu     sync.Mutex
+	// noASM: no authorization server metadata (404) either.
+	noASM bool
+	mu    sync.Mutex
 	forms  []url.Values // every token request's form
 	// stepUp, when set, is the scope the downstream demands of any token:
 	// a 403 insufficient_scope challenge naming it (guarded by mu).
@@ -79,6 +81,10 @@ func newBadServer(t *testing.T) *badServer {
 		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, b.srv.URL+"/mcp", b.srv.URL)
 	})
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		if b.noASM {
+			http.NotFound(w, r)
+			return
+		}
 		m := map[string]any{
 			"issuer": b.srv.URL, "authorization_endpoint": b.srv.URL + "/authorize", "token_endpoint": b.srv.URL + "/token",
 			"registration_endpoint": b.srv.URL + "/register", "response_types_supported": []string{"code"},
@@ -516,6 +522,58 @@ func TestDiscovery_2025_03_26FallsBackToTheOriginsAuthorizationServer(t *testing
 	}
 	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
 		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
+	}
+}
+
+// A 2025-03-26 downstream's metadata document sits at its origin, and the
+// revision names no issuer: the document's own is taken when it is on that
+// origin, even under a path (the conformance suite's
+// auth/2025-03-26-oauth-metadata-backcompat mounts it at /oauth), and one on
+// another origin is refused.
+func TestDiscovery_2025_03_26TakesTheDocumentsIssuerOnTheOriginOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy = true
+	b.asm = func(m map[string]any) { m["issuer"] = b.srv.URL + "/oauth" }
+	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
+	st, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
+		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
+	}
+
+	b.asm = func(m map[string]any) { m["issuer"] = "https://elsewhere.example" }
+	_, err = m.Authorize(ctx, "tracker", true, oauth.Caller{Operator: true})
+	if err == nil || err.Code != oauth.CodeAuthRequired || !strings.Contains(err.Message, "not on the MCP server's origin") {
+		t.Fatalf("an issuer on another origin: %v", err)
+	}
+}
+
+// A 2025-03-26 downstream without any metadata: that revision's default
+// endpoints at its origin (/authorize, /token, /register) with PKCE S256,
+// and the flow completes (auth/2025-03-26-oauth-endpoint-fallback).
+func TestDiscovery_2025_03_26DefaultEndpointsWithoutMetadata(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy, b.noASM = true, true
+	m, st, public := faultManager(t, b.srv.URL+"/mcp")
+	s, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	u, _ := url.Parse(s.AuthorizationURL)
+	if !strings.HasPrefix(s.AuthorizationURL, b.srv.URL+"/authorize?") || u.Query().Get("code_challenge_method") != "S256" || u.Query().Get("client_id") != "bad-client" {
+		t.Fatalf("authorization URL %s, want %s/authorize with S256 and the registered client", s.AuthorizationURL, b.srv.URL)
+	}
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state"))); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	if _, err := st.Open(ctx, "tracker", "grant"); err != nil {
+		t.Fatalf("no grant after the callback: %v", err)
 	}
 }
 
