@@ -37,7 +37,7 @@ type badServer struct {
 	// noASM: no authorization server metadata (404) either.
 	noASM bool
 	mu    sync.Mutex
-	forms  []url.Values // every token request's form
+	forms []url.Values // every token request's form
 	// stepUp, when set, is the scope the downstream demands of any token:
 	// a 403 insufficient_scope challenge naming it (guarded by mu).
 	stepUp string
