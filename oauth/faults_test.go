@@ -635,3 +635,58 @@ func TestStepUp_InsufficientScopeAsksForTheUnion(t *testing.T) {
 		t.Fatalf("after the step-up: %+v %v", done, gerr)
 	}
 }
+
+// The scopes a step-up challenge named are kept with the grant in the
+// store: another replica — or this one after a restart — that never saw the
+// 403 still asks for them, and the next grant starts without them.
+func TestStepUp_RequiredScopesOutliveTheReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	m, st, public := faultManager(t, b.srv.URL+"/mcp")
+	first, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	u, _ := url.Parse(first.AuthorizationURL)
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state"))); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	b.setStepUp("files:write")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+
+	other, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}},
+		[]oauth.Connector{{ID: "tracker", URL: b.srv.URL + "/mcp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, gerr := other.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("the other replica: %+v %v; want a step-up flow", op, gerr)
+	}
+	if got := mustParse(t, op.AuthorizationURL).Query().Get("scope"); !strings.Contains(" "+got+" ", " files:write ") {
+		t.Fatalf("the other replica's flow asks for %q, want files:write among them", got)
+	}
+	state := mustParse(t, op.AuthorizationURL).Query().Get("state")
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(state)); status != http.StatusOK {
+		t.Fatalf("step-up callback: %d %s", status, page)
+	}
+	b.setStepUp("")
+	if done, gerr := other.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "bob"}); gerr != nil || done.Status != oauth.StatusAuthorized || done.Reason != "" {
+		t.Fatalf("after the step-up: %+v %v", done, gerr)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -96,7 +96,7 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	}
 	var extra []string // step-up: scopes beyond the grant's
 	if g != nil {
-		if extra = m.missingScopes(id, g); len(extra) > 0 {
+		if extra = missingScopes(g); len(extra) > 0 {
 			if !who.Operator && !c.PerCaller {
 				// Replacing the team's working grant stays an operator's act
 				// (a person's own grant is theirs to step up).
