@@ -690,3 +690,67 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	return u
 }
+
+// signedIn completes a first flow on the fault rig.
+func signedIn(t *testing.T, ctx context.Context, m *oauth.Manager, public string) {
+	t.Helper()
+	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	state := mustParse(t, st.AuthorizationURL).Query().Get("state")
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(state)); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+}
+
+// refusedFor makes one request through the connector's transport while the
+// downstream demands scope (a 403 insufficient_scope).
+func refusedFor(t *testing.T, ctx context.Context, m *oauth.Manager, b *badServer, scope string) {
+	t.Helper()
+	b.setStepUp(scope)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("HTTP %d, want the 403", res.StatusCode)
+	}
+}
+
+// The grant's scopes are the ones the token was issued with (the token
+// response's scope, RFC 6749 §5.1), not the ones asked for: an
+// authorization server that grants fewer leaves a step-up to ask for.
+func TestGrant_ScopesAreTheTokenResponses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:read","files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
+	b.token = `{"access_token":"narrow-token","token_type":"Bearer","expires_in":300,"scope":"files:read"}`
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	signedIn(t, ctx, m, public)
+	refusedFor(t, ctx, m, b, "files:write")
+	op, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("after a narrower grant: %+v %v; want a step-up flow", op, gerr)
+	}
+}
+
+// A downstream that refuses a scope the grant holds is not answered with
+// another sign-in that would ask for the same: authorize_connector says
+// authorized and why signing in again will not help.
+func TestStepUp_RefusedHeldScopeIsNotAnotherSignIn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	signedIn(t, ctx, m, public)
+	refusedFor(t, ctx, m, b, "files:write")
+	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || st.Status != oauth.StatusAuthorized || st.AuthorizationURL != "" || !strings.Contains(st.Message, "still refused") {
+		t.Fatalf("a refused held scope: %+v %v", st, gerr)
+	}
+}

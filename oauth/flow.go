@@ -110,6 +110,12 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is connected to your own account; retry the call. To connect again, call authorize_connector with force: true.", id)}, nil
 	}
+	if g != nil && !force && len(g.RequiredScopes) > 0 {
+		// The downstream refused scopes the grant holds: signing in again
+		// asks for the same, so it is not offered as the fix.
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is authorized with the scope %s, and the downstream still refused it (403 insufficient_scope): signing in again asks for the same scopes. The account that signed in may lack the permission at the downstream; an operator can force a new authorization with another account.", id, strings.Join(g.RequiredScopes, " "))}, nil
+	}
 	if g != nil && !force {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is already authorized; retry the call. If it still fails auth_required, an operator can force a new authorization.", id)}, nil
@@ -330,7 +336,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	g := &grant{
 		Issuer: f.Issuer, TokenURL: f.TokenURL, RevocationURL: f.RevocationURL,
 		ClientID: f.ClientID, ClientSecret: f.ClientSecret, AuthStyle: f.AuthStyle,
-		Resource: f.Resource, Scopes: f.Scopes,
+		Resource: f.Resource, Scopes: grantedScopes(tok, f.Scopes),
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: m.now(),
 		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
 	}
@@ -346,6 +352,16 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	}
 	return callbackResult{status: http.StatusOK, title: "Connected " + c.Title,
 		text: fmt.Sprintf("connecta can now reach %s (connector %q) on your team's behalf. Return to your assistant and retry the request. You can close this window.", c.Title, id)}
+}
+
+// grantedScopes are the scopes the token was issued with: the token
+// response's scope when it names one (RFC 6749 §5.1: the server may grant
+// fewer than asked, and says so there), else what the flow asked for.
+func grantedScopes(tok *oauth2.Token, asked []string) []string {
+	if s, ok := tok.Extra("scope").(string); ok && strings.TrimSpace(s) != "" {
+		return strings.Fields(s)
+	}
+	return asked
 }
 
 // takeFlow returns the connector's flow if state is its state and it has
