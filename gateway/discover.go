@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/gateway/rawmcp"
 )
 
 // Under versionNegotiation auto the SDK's Connect sends server/discover
@@ -139,24 +140,13 @@ func (d *discoverBody) Close() error {
 	return d.rc.Close()
 }
 
-// requestID is the JSON-RPC id of a POST's body, which stays readable for
-// the real round trip (GetBody).
+// requestID is the JSON-RPC id of a POST's body.
 func requestID(req *http.Request) (jsonrpc.ID, bool) {
-	if req.GetBody == nil {
+	raw, _, ok := rawmcp.RequestHead(req, MaxResponseBodyBytes)
+	if !ok {
 		return jsonrpc.ID{}, false
 	}
-	body, err := req.GetBody()
-	if err != nil {
-		return jsonrpc.ID{}, false
-	}
-	defer body.Close()
-	var head struct {
-		ID any `json:"id"`
-	}
-	if json.NewDecoder(io.LimitReader(body, MaxResponseBodyBytes)).Decode(&head) != nil || head.ID == nil {
-		return jsonrpc.ID{}, false
-	}
-	id, err := jsonrpc.MakeID(head.ID)
+	id, err := jsonrpc.MakeID(raw)
 	return id, err == nil
 }
 
