@@ -275,9 +275,10 @@ oidc-provider:
 # (@modelcontextprotocol/conformance, pinned with its package-lock.json under
 # test/conformance/) runs every server scenario against a live bin/connecta
 # and compares with test/conformance/expected-failures.yaml: a scenario that
-# starts failing, or starts passing while listed, fails; then the client
-# scenarios initialize, tools_call and sse-retry with connecta as the client
-# (test/conformance/driver). Needs node >= 22
+# starts failing, or starts passing while listed, fails; then every client
+# scenario (core and auth/) with connecta as the client
+# (test/conformance/driver), compared with the same file's client list.
+# Needs node >= 22
 # (.ci/run takes it from the npm registry); conformance-setup installs the
 # suite. Without either it skips, unless CONNECTA_REQUIRE_CONFORMANCE=1.
 .PHONY: conformance conformance-setup

@@ -101,7 +101,7 @@ func (m *Manager) authorize(ctx context.Context, id string, force bool, who Call
 	}
 	var extra []string // step-up: scopes beyond the grant's
 	if g != nil {
-		if extra = m.missingScopes(id, g); len(extra) > 0 {
+		if extra = missingScopes(g); len(extra) > 0 {
 			if !who.Operator && !c.PerCaller {
 				// Replacing the team's working grant stays an operator's act
 				// (a person's own grant is theirs to step up).
@@ -114,6 +114,12 @@ func (m *Manager) authorize(ctx context.Context, id string, force bool, who Call
 	if g != nil && !force && c.PerCaller {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is connected to your own account; retry the call. To connect again, call authorize_connector with force: true.", id)}, nil
+	}
+	if g != nil && !force && len(g.RequiredScopes) > 0 {
+		// The downstream refused scopes the grant holds: signing in again
+		// asks for the same, so it is not offered as the fix.
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is authorized with the scope %s, and the downstream still refused it (403 insufficient_scope): signing in again asks for the same scopes. The account that signed in may lack the permission at the downstream; an operator can force a new authorization with another account.", id, strings.Join(g.RequiredScopes, " "))}, nil
 	}
 	if g != nil && !force {
 		return &Status{Connector: id, Status: StatusAuthorized,
@@ -335,7 +341,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	g := &grant{
 		Issuer: f.Issuer, TokenURL: f.TokenURL, RevocationURL: f.RevocationURL,
 		ClientID: f.ClientID, ClientSecret: f.ClientSecret, AuthStyle: f.AuthStyle,
-		Resource: f.Resource, Scopes: f.Scopes,
+		Resource: f.Resource, Scopes: grantedScopes(tok, f.Scopes),
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: m.now(),
 		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
 	}
@@ -351,6 +357,16 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	}
 	return callbackResult{status: http.StatusOK, title: "Connected " + c.Title,
 		text: fmt.Sprintf("connecta can now reach %s (connector %q) on your team's behalf. Return to your assistant and retry the request. You can close this window.", c.Title, id)}
+}
+
+// grantedScopes are the scopes the token was issued with: the token
+// response's scope when it names one (RFC 6749 §5.1: the server may grant
+// fewer than asked, and says so there), else what the flow asked for.
+func grantedScopes(tok *oauth2.Token, asked []string) []string {
+	if s, ok := tok.Extra("scope").(string); ok && strings.TrimSpace(s) != "" {
+		return strings.Fields(s)
+	}
+	return asked
 }
 
 // takeFlow returns the connector's flow if state is its state and it has

@@ -33,12 +33,17 @@ type grant struct {
 	AuthStyle     oauth2.AuthStyle `json:"authStyle"`
 	Resource      string           `json:"resource"`
 	Scopes        []string         `json:"scopes,omitempty"`
-	AccessToken   string           `json:"accessToken"`
-	RefreshToken  string           `json:"refreshToken,omitempty"`
-	Expiry        time.Time        `json:"expiry,omitzero"`
-	Obtained      time.Time        `json:"obtained"` // when the access token was issued to us
-	GrantedAt     time.Time        `json:"grantedAt"`
-	GrantedBy     string           `json:"grantedBy,omitempty"`
+	// RequiredScopes are what the downstream's 403 insufficient_scope
+	// challenges named (step-up), kept with the grant they refused so that
+	// every replica, and a restarted one, asks for them; the next grant
+	// starts without.
+	RequiredScopes []string  `json:"requiredScopes,omitempty"`
+	AccessToken    string    `json:"accessToken"`
+	RefreshToken   string    `json:"refreshToken,omitempty"`
+	Expiry         time.Time `json:"expiry,omitzero"`
+	Obtained       time.Time `json:"obtained"` // when the access token was issued to us
+	GrantedAt      time.Time `json:"grantedAt"`
+	GrantedBy      string    `json:"grantedBy,omitempty"`
 }
 
 // stored reads the grant from the store (and refreshes the cache).
@@ -293,7 +298,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.base.RoundTrip(first)
 	if err == nil && res.StatusCode == http.StatusForbidden {
 		if sc := InsufficientScope(res.Header); len(sc) > 0 {
-			t.m.needScopes(t.o.id, sc)
+			t.m.needScopes(ctx, o, g.AccessToken, sc)
 		}
 	}
 	if err != nil || res.StatusCode != http.StatusUnauthorized {
@@ -446,26 +451,44 @@ func InsufficientScope(h http.Header) []string {
 	return nil
 }
 
-// needScopes records scopes a downstream asked for beyond the grant.
-func (m *Manager) needScopes(id string, scopes []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stepUp[id] = union(m.stepUp[id], scopes)
+// needScopes records on the grant the scopes a downstream's step-up
+// challenge named, under the grant's lock; token is the access token the
+// downstream refused: a grant replaced since (a new sign-in) is not marked.
+// A store failure is logged: the call fails auth_required either way, and
+// the next refusal says it again.
+func (m *Manager) needScopes(ctx context.Context, o owner, token string, scopes []string) {
+	if err := m.markRequired(ctx, o, token, scopes); err != nil {
+		m.log.Warn("oauth: could not record the scopes a step-up asks for", "connector", o.id, "err", err.Error())
+	}
 }
 
-// missingScopes is what the last step-up challenge asked for that g lacks;
-// none forgets the challenge.
-func (m *Manager) missingScopes(id string, g *grant) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m *Manager) markRequired(ctx context.Context, o owner, token string, scopes []string) error {
+	unlock, err := m.opts.Store.Lock(ctx, o.id, o.name(nameGrant))
+	if err != nil {
+		return storeFailed("lock the grant", err)
+	}
+	defer unlock()
+	g, err := m.stored(ctx, o)
+	if err != nil || g == nil || g.AccessToken != token {
+		return err
+	}
+	next := union(g.RequiredScopes, scopes)
+	if len(next) == len(g.RequiredScopes) {
+		return nil
+	}
+	marked := *g
+	marked.RequiredScopes = next
+	return m.putGrant(ctx, o, &marked)
+}
+
+// missingScopes is what the grant's step-up challenges asked for that it
+// lacks.
+func missingScopes(g *grant) []string {
 	var missing []string
-	for _, s := range m.stepUp[id] {
+	for _, s := range g.RequiredScopes {
 		if !slices.Contains(g.Scopes, s) {
 			missing = append(missing, s)
 		}
-	}
-	if len(missing) == 0 {
-		delete(m.stepUp, id)
 	}
 	return missing
 }

@@ -123,10 +123,6 @@ type Manager struct {
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
-	// stepUp is, per connector, the scopes a downstream's 403
-	// insufficient_scope challenge asked for (this replica's memory: the
-	// next refusal says it again).
-	stepUp map[string][]string
 }
 
 // New validates the configuration. No server is contacted.
@@ -151,7 +147,6 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		cache:  map[string]*grant{},
-		stepUp: map[string][]string{},
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
