@@ -36,14 +36,15 @@ const (
 )
 
 // harness is connecta (the one application constructor, over HTTP on a
-// free port, its state in SQLite) with the real oidc-provider as the operators' identity
-// provider, a go-sdk MCP server that wants an API key ("keyed", a
+// free port, its state in SQLite) with an authorization server as the
+// operators' identity provider (the real oidc-provider, or under -short its
+// hermetic twin: oidctest.StartAuthServer), a go-sdk MCP server that wants an API key ("keyed", a
 // `credential` connector) and one protected by the provider ("tracker", an
 // OAuth connector).
 type harness struct {
 	t     *testing.T
 	base  string
-	p     *oidctest.Provider
+	p     oidctest.AuthServer
 	app   *app.App
 	rs    *oidctest.ProtectedServer
 	keyed atomic.Int64 // calls the keyed server ran
@@ -74,7 +75,7 @@ func startHarnessPairwise(t *testing.T, extra string, pairwise bool) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, base: "http://" + ln.Addr().String()}
-	h.p = oidctest.Start(t, oidctest.Options{
+	h.p = oidctest.StartAuthServer(t, oidctest.Options{
 		Accounts: map[string]oidctest.Account{
 			"alice": {Email: "alice@example.com", EmailVerified: true, Name: "Alice"},
 			"bob":   {Email: "bob@example.com", EmailVerified: true, Name: "Bob"},
@@ -115,7 +116,7 @@ connectors:
     title: Pinned
     url: %s
     catalog: {pin: quarantine}
-`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) +
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.IssuerURL(), consoleClient, keyedURL, h.rs.URL, pinnedURL) +
 		strings.ReplaceAll(extra, "{{protected}}", h.rs.URL) // more connectors may follow, at the protected server
 	h.yaml, h.env = yaml, env
 	h.logs = &testkit.Buffer{}

@@ -165,19 +165,19 @@ func (p *Provider) metadata() map[string]any {
 		iss = p.Issuer
 	}
 	return map[string]any{
-		"issuer":                                iss,
-		"jwks_uri":                              p.Issuer + "/jwks",
-		"authorization_endpoint":                p.Issuer + "/authorize",
-		"token_endpoint":                        p.Issuer + "/token",
-		"registration_endpoint":                 p.Issuer + "/register",
-		"revocation_endpoint":                   p.Issuer + "/token/revocation",
-		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code", "refresh_token"},
-		"code_challenge_methods_supported":      []string{"S256"},
-		"token_endpoint_auth_methods_supported": []string{"none", "client_secret_basic", "client_secret_post"},
-		"scopes_supported":                      append([]string{"openid", "offline_access", "email", "profile", "groups"}, p.opts.ResourceScopes...),
-		"subject_types_supported":               []string{"public", "pairwise"},
-		"id_token_signing_alg_values_supported": []string{"ES256"},
+		"issuer":                                         iss,
+		"jwks_uri":                                       p.Issuer + "/jwks",
+		"authorization_endpoint":                         p.Issuer + "/authorize",
+		"token_endpoint":                                 p.Issuer + "/token",
+		"registration_endpoint":                          p.Issuer + "/register",
+		"revocation_endpoint":                            p.Issuer + "/token/revocation",
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none", "client_secret_basic", "client_secret_post"},
+		"scopes_supported":                               append([]string{"openid", "offline_access", "email", "profile", "groups"}, p.opts.ResourceScopes...),
+		"subject_types_supported":                        []string{"public", "pairwise"},
+		"id_token_signing_alg_values_supported":          []string{"ES256"},
 		"authorization_response_iss_parameter_supported": true,
 	}
 }
