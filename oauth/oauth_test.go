@@ -90,7 +90,7 @@ func newRigAt(t *testing.T, p oidctest.AuthServer, rs *oidctest.ProtectedServer,
 	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry(), clk: &clock{}}
 	r.m, err = oauth.New(oauth.Options{
 		PublicURL: r.public, Store: store, Metrics: r.reg, SessionActor: testSession,
-		Now: func() time.Time { return r.clk.now() },
+		Now:           func() time.Time { return r.clk.now() },
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },
 		Audit: func(_ context.Context, a oauth.AuditRecord) {
 			r.mu.Lock()
