@@ -70,12 +70,19 @@ func startHarnessWith(t *testing.T, extra string) *harness {
 // (oidctest.Options.PairwiseSubjects).
 func startHarnessPairwise(t *testing.T, extra string, pairwise bool) *harness {
 	t.Helper()
+	return startHarnessOn(t, extra, pairwise, oidctest.StartAuthServer)
+}
+
+// startHarnessOn: start runs the identity provider (oidctest.StartTwin for
+// a test of its fault switches).
+func startHarnessOn(t *testing.T, extra string, pairwise bool, start func(testing.TB, oidctest.Options) oidctest.AuthServer) *harness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, base: "http://" + ln.Addr().String()}
-	h.p = oidctest.StartAuthServer(t, oidctest.Options{
+	h.p = start(t, oidctest.Options{
 		Accounts: map[string]oidctest.Account{
 			"alice": {Email: "alice@example.com", EmailVerified: true, Name: "Alice"},
 			"bob":   {Email: "bob@example.com", EmailVerified: true, Name: "Bob"},

@@ -35,8 +35,15 @@ func StartAuthServer(t testing.TB, opts Options) AuthServer {
 	if !testing.Short() {
 		return Start(t, opts)
 	}
+	return StartTwin(t, opts)
+}
+
+// StartTwin runs the hermetic twin with opts whatever -short says, for a
+// test that needs its fault switches.
+func StartTwin(t testing.TB, opts Options) *idptest.Provider {
+	t.Helper()
 	if opts.Port != 0 || opts.KeyIDPrefix != "" || opts.ClientIDMetadataDocument {
-		t.Fatal("StartAuthServer: Port, KeyIDPrefix and ClientIDMetadataDocument are the real provider's only; use Start")
+		t.Fatal("the hermetic twin has no Port, KeyIDPrefix or ClientIDMetadataDocument: they are the real provider's only (use Start)")
 	}
 	return idptest.StartServer(t, idptest.ServerOptions{
 		AccessTokenTTL: opts.AccessTokenTTL, RefreshTokenTTL: opts.RefreshTokenTTL,
