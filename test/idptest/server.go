@@ -279,16 +279,12 @@ func (p *Provider) resourceAllowed(res string) bool {
 // serveInteraction shows the login form, then (signed in) the consent: the
 // same forms as the real provider's (test/oidc/testdata/provider.mjs).
 func (p *Provider) serveInteraction(w http.ResponseWriter, r *http.Request) {
-	uid := r.PathValue("uid")
-	p.mu.Lock()
-	req := p.interactions[uid]
-	p.mu.Unlock()
+	uid, req, account := p.interaction(w, r)
 	if req == nil {
-		page(w, http.StatusBadRequest, "Interaction failed", "<pre>interaction session not found</pre>")
 		return
 	}
 	e := html.EscapeString(uid)
-	if req.account == "" {
+	if account == "" {
 		page(w, http.StatusOK, "Sign in", `<form method="post" action="/interaction/`+e+`/login"><input name="login"><button>Sign in</button></form>`)
 		return
 	}
@@ -297,13 +293,26 @@ func (p *Provider) serveInteraction(w http.ResponseWriter, r *http.Request) {
 		`<form method="post" action="/interaction/`+e+`/abort"><button>Deny</button></form>`)
 }
 
-func (p *Provider) serveInteractionAction(w http.ResponseWriter, r *http.Request) {
+// interaction is the authorization request of the path's uid and the
+// account signed in to it so far; nil when there is none (answered).
+func (p *Provider) interaction(w http.ResponseWriter, r *http.Request) (string, *authRequest, string) {
 	uid := r.PathValue("uid")
 	p.mu.Lock()
 	req := p.interactions[uid]
+	var account string
+	if req != nil {
+		account = req.account
+	}
 	p.mu.Unlock()
 	if req == nil {
 		page(w, http.StatusBadRequest, "Interaction failed", "<pre>interaction session not found</pre>")
+	}
+	return uid, req, account
+}
+
+func (p *Provider) serveInteractionAction(w http.ResponseWriter, r *http.Request) {
+	uid, req, _ := p.interaction(w, r)
+	if req == nil {
 		return
 	}
 	switch r.PathValue("action") {
@@ -388,14 +397,23 @@ func (p *Provider) authenticate(r *http.Request) (*Client, bool) {
 	return c, subtle.ConstantTimeCompare([]byte(secret), []byte(c.Secret)) == 1
 }
 
-func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
+// formClient reads a token or revocation request's form and authenticates
+// its client; on failure it has answered with the RFC 6749 error.
+func (p *Provider) formClient(w http.ResponseWriter, r *http.Request) (*Client, bool) {
 	if err := r.ParseForm(); err != nil {
 		tokenError(w, http.StatusBadRequest, "invalid_request", "unreadable form")
-		return
+		return nil, false
 	}
 	client, ok := p.authenticate(r)
 	if !ok {
 		tokenError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
+	}
+	return client, ok
+}
+
+func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
+	client, ok := p.formClient(w, r)
+	if !ok {
 		return
 	}
 	p.mu.Lock()
@@ -622,13 +640,8 @@ func (p *Provider) AccessToken(_ context.Context, resource, account string) (str
 }
 
 func (p *Provider) serveRevocation(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		tokenError(w, http.StatusBadRequest, "invalid_request", "unreadable form")
-		return
-	}
-	client, ok := p.authenticate(r)
+	client, ok := p.formClient(w, r)
 	if !ok {
-		tokenError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
 		return
 	}
 	p.mu.Lock()
