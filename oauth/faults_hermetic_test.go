@@ -91,3 +91,42 @@ func TestDiscovery_MetadataForAnotherIssuerRefused(t *testing.T) {
 		t.Fatal("a flow was written")
 	}
 }
+
+// A refresh its caller gives up on while the token endpoint is slow (and
+// that the server therefore never served) fails that call only: the grant
+// is kept, not dropped, and once the server answers again the next call
+// refreshes and works.
+func TestRefresh_CutShortKeepsTheGrant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, p := hermeticRig(t, ctx)
+	r.clk.advance(10 * time.Minute)
+	held := p.Hold(t)
+	callCtx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(callCtx, http.MethodPost, r.rs.URL, strings.NewReader(`{}`))
+		res, err := r.m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	<-held.Arrived // the refresh is waiting at the token endpoint
+	giveUp()
+	var oe *oauth.Error
+	if err := <-done; !errors.As(err, &oe) || oe.Code != oauth.CodeUnavailable {
+		t.Fatalf("a call whose refresh was cut short: %v, want unavailable", err)
+	}
+	<-held.Abandoned // the server saw it go: the refresh token was not spent
+	held.Release()
+	if ok, err := r.m.Granted(ctx, "tracker", actor.ID{}); !ok || err != nil {
+		t.Fatalf("the grant after a cut-short refresh: %v %v", ok, err)
+	}
+	if r.refreshes("invalid_grant") != 0 {
+		t.Fatal("a cut-short refresh was counted as invalid_grant")
+	}
+	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
+		t.Fatalf("the next call: %q %v", got, err)
+	}
+}

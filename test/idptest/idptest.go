@@ -11,7 +11,7 @@
 //
 // It signs whatever claims and header a test names, so a test can make
 // every kind of bad token, and has fault switches (SetDown, SetIssuer,
-// FailTokens, Stop) for the answers a real server gives on a bad day.
+// FailTokens, Hold, Stop) for the answers a real server gives on a bad day.
 package idptest
 
 import (
@@ -52,6 +52,7 @@ type Provider struct {
 	codes         map[string]*code
 	refreshes     map[string]*refresh
 	tokenFault    *tokenFault
+	hold          *Held
 }
 
 // Start runs a provider until the test ends: the authorization server of

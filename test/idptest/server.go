@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -416,6 +417,14 @@ func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Held after the body is read: only then does the server watch the
+	// connection, so a client giving up ends the request's context.
+	p.mu.Lock()
+	h := p.hold
+	p.mu.Unlock()
+	if h != nil && !h.wait(r) {
+		return
+	}
 	p.mu.Lock()
 	failure := p.tokenFault
 	if failure != nil && failure.n > 0 {
@@ -718,6 +727,58 @@ func (p *Provider) FailTokens(n, status int, code string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tokenFault = &tokenFault{n: n, status: status, code: code}
+}
+
+// Held is the token endpoint made slow by [Provider.Hold].
+type Held struct {
+	// Arrived is closed when the first token request is waiting.
+	Arrived <-chan struct{}
+	// Abandoned is closed when a waiting request's client gave up (the
+	// server saw its connection end) before the release.
+	Abandoned <-chan struct{}
+
+	arrived, abandoned, released chan struct{}
+	arriveOnce, abandonOnce      sync.Once
+	releaseOnce                  sync.Once
+	p                            *Provider
+}
+
+// Hold makes the token endpoint slow: every token request waits until
+// Release (or until its client gives up, and then it is not served), so a
+// test acts at the moment a request waits instead of sleeping. The test's
+// cleanup releases them too.
+func (p *Provider) Hold(t testing.TB) *Held {
+	h := &Held{arrived: make(chan struct{}), abandoned: make(chan struct{}), released: make(chan struct{}), p: p}
+	h.Arrived, h.Abandoned = h.arrived, h.abandoned
+	p.mu.Lock()
+	p.hold = h
+	p.mu.Unlock()
+	t.Cleanup(h.Release)
+	return h
+}
+
+// Release lets the waiting token requests, and the later ones, through.
+func (h *Held) Release() {
+	h.releaseOnce.Do(func() {
+		h.p.mu.Lock()
+		if h.p.hold == h {
+			h.p.hold = nil
+		}
+		h.p.mu.Unlock()
+		close(h.released)
+	})
+}
+
+// wait holds one token request; false when its client gave up first.
+func (h *Held) wait(r *http.Request) bool {
+	h.arriveOnce.Do(func() { close(h.arrived) })
+	select {
+	case <-h.released:
+		return true
+	case <-r.Context().Done():
+		h.abandonOnce.Do(func() { close(h.abandoned) })
+		return false
+	}
 }
 
 // sign signs claims with the current key (typ "" for none).
