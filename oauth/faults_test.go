@@ -214,13 +214,13 @@ func TestServersDownAreUnavailable(t *testing.T) {
 		t.Fatalf("downstream down: %+v", err)
 	}
 
-	// The real provider, stopped after the protected server started.
-	p := oidctest.Start(t, oidctest.Options{})
+	// The provider, stopped after the protected server started.
+	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
 	p.Stop()
 	m2, st, _ := faultManager(t, rs.URL)
 	_, err = m2.Authorize(ctx, "tracker", false, oauth.Caller{})
-	if err == nil || err.Code != oauth.CodeUnavailable || err.Host != p.Issuer {
+	if err == nil || err.Code != oauth.CodeUnavailable || err.Host != p.IssuerURL() {
 		t.Fatalf("authorization server down: %+v", err)
 	}
 	noGrant(t, st)
@@ -301,7 +301,7 @@ func TestReplayedCodeRefused(t *testing.T) {
 	}
 	u, _ := url.Parse(st2.AuthorizationURL)
 	replay := r.public + "/oauth/callback/tracker?code=" + url.QueryEscape(back.Query().Get("code")) + "&state=" + url.QueryEscape(u.Query().Get("state")) +
-		"&iss=" + url.QueryEscape(r.p.Issuer)
+		"&iss=" + url.QueryEscape(r.p.IssuerURL())
 	status, page := get(t, human, replay)
 	if status != http.StatusBadRequest || !strings.Contains(page, "invalid_grant") {
 		t.Fatalf("replayed code: %d %s", status, page)
@@ -370,7 +370,7 @@ func TestClientIdentityOrder(t *testing.T) {
 }
 
 // TestConfiguredClient: an operator-registered confidential client at the
-// real provider completes the flow with its secret.
+// provider completes the flow with its secret.
 func TestConfiguredClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -379,7 +379,7 @@ func TestConfiguredClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	public := "http://" + ln.Addr().String()
-	p := oidctest.Start(t, oidctest.Options{Clients: []oidctest.Client{{
+	p := oidctest.StartAuthServer(t, oidctest.Options{Clients: []oidctest.Client{{
 		ID: "connecta-ops", Secret: "ops-secret-0123456789", RedirectURIs: []string{public + "/oauth/callback/tracker"},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, AuthMethod: "client_secret_post",
 	}}})
