@@ -28,7 +28,7 @@ func TestTrace_EveryRequestMethodHasARequestSpan(t *testing.T) {
 	down := newDownstream(t)
 	auth := "auth:\n  tokens:\n    - {name: tracer, token: \"${credential:caller-token}\"}\n"
 	rt := headerTransport{traceparent: "00-" + methodsTrace + "-" + methodsSpan + "-01", token: callerToken}
-	l := startWith(t, be.endpoint(), down.srv.URL, auth, rt) // Connect: server/discover (2026-07-28)
+	l := startWith(t, be.endpoint(), down.srv.URL, setup{extra: auth, rt: rt}) // Connect: server/discover (2026-07-28)
 	if _, err := l.cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}

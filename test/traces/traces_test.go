@@ -14,6 +14,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,10 +33,12 @@ import (
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/contract"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 func TestMain(m *testing.M) {
 	sandbox.MaybeRunChild() // children of this test binary serve one program and exit
+	stdioshim.MaybeRun()    // or start a stdio connector's server
 	os.Exit(m.Run())
 }
 
@@ -121,12 +125,19 @@ type live struct {
 
 func start(t testing.TB, endpoint, downURL string) *live {
 	t.Helper()
-	return startWith(t, endpoint, downURL, "", nil)
+	return startWith(t, endpoint, downURL, setup{})
 }
 
-// startWith adds extra YAML (e.g. auth) and sends every MCP request through
-// rt (nil: the default transport).
-func startWith(t testing.TB, endpoint, downURL, extra string, rt http.RoundTripper) *live {
+// setup is what a test adds to the configuration start writes.
+type setup struct {
+	extra      string            // top-level YAML (e.g. auth)
+	connectors string            // more connector entries, each "  - id: …"
+	executor   string            // more executor keys, e.g. ", cpuTimeMs: 50"
+	rt         http.RoundTripper // every MCP request goes through it (nil: the default transport)
+	logs       io.Writer         // the application's JSON log (nil: discarded)
+}
+
+func startWith(t testing.TB, endpoint, downURL string, o setup) *live {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "otlp-token"), []byte(otlpSecret), 0o600); err != nil {
@@ -136,14 +147,14 @@ func startWith(t testing.TB, endpoint, downURL, extra string, rt http.RoundTripp
 	yaml := fmt.Sprintf(`connectors:
   - id: down
     url: %s
-executor: {concurrency: 1, maxQueueSize: 4, spares: 1, cacheDir: %q}
+%sexecutor: {concurrency: 1, maxQueueSize: 4, spares: 1, cacheDir: %q%s}
 telemetry:
   otlp:
     endpoint: "%s"
     headers: {authorization: "Bearer ${credential:otlp-token}"}
   sampleRatio: 0
   serviceName: connecta-test
-`, downURL, cache, endpoint) + extra
+`, downURL, o.connectors, cache, o.executor, endpoint) + o.extra
 	if err := os.WriteFile(filepath.Join(dir, "caller-token"), []byte(callerToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +163,17 @@ telemetry:
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	a, err := app.New(context.Background(), app.Options{Config: cfg, Executor: true, Registry: reg, Version: "test"})
+	var logger *slog.Logger
+	if o.logs != nil {
+		logger = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a, err := app.New(context.Background(), app.Options{Config: cfg, Executor: true, Registry: reg, Version: "test", Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(a.Server.Handler())
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: o.rt}}, nil)
 	if err != nil {
 		front.Close()
 		a.Close()
@@ -441,7 +456,7 @@ func TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication(t *testing.T) {
 	be := newBackend(t)
 	down := newDownstream(t)
 	auth := "auth:\n  tokens:\n    - {name: tracer, token: \"${credential:caller-token}\"}\n"
-	l := startWith(t, be.endpoint(), down.srv.URL, auth, headerTransport{traceparent: "00-" + headerTrace + "-" + headerSpan + "-01", token: callerToken})
+	l := startWith(t, be.endpoint(), down.srv.URL, setup{extra: auth, rt: headerTransport{traceparent: "00-" + headerTrace + "-" + headerSpan + "-01", token: callerToken}})
 	if _, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil {
 		t.Fatal(err)
 	}
