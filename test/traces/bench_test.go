@@ -16,7 +16,7 @@ import (
 // loopback downstream, served by four live connectas side by side:
 // tracing off (no endpoint, twice: off2/off is the run's noise), on (sampled 1.0, exporting to the test's OTLP
 // receiver) and with a dead collector (connection refused: spans dropped
-// and counted). Each iteration calls all three in turn (the order rotates),
+// and counted). Each iteration calls all four in turn (the order rotates),
 // so the ratios on/off and dead/off are of the same run and the same load:
 //
 //	go test -tags slimchild -run '^$' -bench Tracing -benchtime 300x ./test/traces/
