@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,6 +33,7 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/sandbox"
 	"github.com/connecta-dev/connecta/stdioshim"
 )
@@ -135,6 +137,9 @@ type setup struct {
 	executor   string            // more executor keys, e.g. ", cpuTimeMs: 50"
 	rt         http.RoundTripper // every MCP request goes through it (nil: the default transport)
 	logs       io.Writer         // the application's JSON log (nil: discarded)
+	ln         net.Listener      // where it serves (nil: a fresh port), e.g. the one publicUrl names
+	oauthStore oauth.Store       // downstream OAuth state (nil: the app's own)
+	sampleAll  bool              // sampleRatio 1 (else 0: only a sampled caller's trace is kept)
 }
 
 func startWith(t testing.TB, endpoint, downURL string, o setup) *live {
@@ -144,6 +149,10 @@ func startWith(t testing.TB, endpoint, downURL string, o setup) *live {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(os.TempDir(), "connecta-traces-test-cache")
+	ratio := 0
+	if o.sampleAll {
+		ratio = 1
+	}
 	yaml := fmt.Sprintf(`connectors:
   - id: down
     url: %s
@@ -152,9 +161,9 @@ telemetry:
   otlp:
     endpoint: "%s"
     headers: {authorization: "Bearer ${credential:otlp-token}"}
-  sampleRatio: 0
+  sampleRatio: %d
   serviceName: connecta-test
-`, downURL, o.connectors, cache, o.executor, endpoint) + o.extra
+`, downURL, o.connectors, cache, o.executor, endpoint, ratio) + o.extra
 	if err := os.WriteFile(filepath.Join(dir, "caller-token"), []byte(callerToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +176,16 @@ telemetry:
 	if o.logs != nil {
 		logger = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	a, err := app.New(context.Background(), app.Options{Config: cfg, Executor: true, Registry: reg, Version: "test", Logger: logger})
+	a, err := app.New(context.Background(), app.Options{Config: cfg, Executor: true, Registry: reg, Version: "test", Logger: logger, OAuthStore: o.oauthStore})
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(a.Server.Handler())
+	front := httptest.NewUnstartedServer(a.Server.Handler())
+	if o.ln != nil {
+		front.Listener.Close()
+		front.Listener = o.ln
+	}
+	front.Start()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: o.rt}}, nil)
 	if err != nil {
