@@ -134,15 +134,7 @@ func TestTrace_StdioMetaParentsTheRequestSpan(t *testing.T) {
 	_ = cs.Close()
 	l.close()
 	spans := be.trace(t, stdioTrace, 2)
-	var root, disc *span
-	for i := range spans {
-		switch spans[i].Name {
-		case "tools/call search_tools":
-			root = &spans[i]
-		case "connecta.discovery":
-			disc = &spans[i]
-		}
-	}
+	root, disc := searchSpans(spans)
 	if root == nil || root.Parent != stdioSpan || root.Attrs["connecta.actor"] != "stdio" || root.Attrs["connecta.request_id"] == "" {
 		t.Fatalf("no stdio request span parented by the _meta traceparent: %s", dump(spans))
 	}

@@ -443,6 +443,20 @@ func waitFor(bound time.Duration, cond func() bool) bool {
 	}
 }
 
+// searchSpans finds a search_tools request's span and its discovery span
+// (nil when missing).
+func searchSpans(spans []span) (root, disc *span) {
+	for i := range spans {
+		switch spans[i].Name {
+		case "tools/call search_tools":
+			root = &spans[i]
+		case "connecta.discovery":
+			disc = &spans[i]
+		}
+	}
+	return root, disc
+}
+
 // headerTransport sets the traceparent header and a bearer token on every
 // request.
 type headerTransport struct{ traceparent, token string }
@@ -486,15 +500,7 @@ func TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication(t *testing.T) {
 	}
 	l.close()
 	spans := be.trace(t, headerTrace, 2)
-	var root, disc *span
-	for i := range spans {
-		switch spans[i].Name {
-		case "tools/call search_tools":
-			root = &spans[i]
-		case "connecta.discovery":
-			disc = &spans[i]
-		}
-	}
+	root, disc := searchSpans(spans)
 	if root == nil || root.Parent != headerSpan || root.Attrs["connecta.actor"] != "tracer" {
 		t.Fatalf("no request span parented by the authenticated header: %s", dump(spans))
 	}
