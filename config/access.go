@@ -35,59 +35,60 @@ type Access struct {
 	Line  int
 }
 
-// access decodes `access`; checkAccess, once auth and connectors are
-// decoded, checks it against them.
-func (d *decoder) access(n *yaml.Node, c *Config) {
-	c.Access = &Access{Line: n.Line}
+// access decodes `access` (after auth and connectors) and checks it
+// against them (checkAccess).
+func (d *decoder) access(l list[accessRuleShape], c *Config) {
+	n := l.val
+	c.Access = &Access{Line: l.key.Line}
 	if n.Kind != yaml.SequenceNode {
-		d.fail(n, "access", "expected a list of rules ({callers, connectors, tools?, writes?}), got %s", kindName(n))
+		d.fail(n, l.path, "expected a list of rules ({callers, connectors, tools?, writes?}), got %s", kindName(n))
+		d.checkAccess(l, c, nil)
 		return
 	}
-	for i, item := range n.Content {
-		path := fmt.Sprintf("access[%d]", i)
-		fs, ok := d.fields(item, path, "callers", "connectors", "tools", "writes")
-		if !ok {
-			continue
-		}
+	var decoded []accessRuleAt
+	each(d, l, func(_ int, item *yaml.Node, fs *accessRuleShape) {
 		r := AccessRule{Line: item.Line}
 		good := true
-		if e, ok := fs["callers"]; !ok {
-			d.fail(item, path+".callers", "is required: {tokens: [NAME...]}, {oidc: {emails: [...]} or {claim: {name, value}}} or {issuedTokens: true}")
+		var cs *accessCallersShape
+		var connAt []int
+		if e := fs.Callers; !e.given() {
+			d.fail(item, e.path, "is required: {tokens: [NAME...]}, {oidc: {emails: [...]} or {claim: {name, value}}} or {issuedTokens: true}")
 			good = false
-		} else if !d.accessCallers(e.val, path+".callers", &r) {
+		} else if cs = d.accessCallers(e, &r); cs == nil {
 			good = false
 		}
-		if e, ok := fs["connectors"]; !ok {
-			d.fail(item, path+".connectors", `is required: connector ids, or ["*"] for every connector`)
+		if e := fs.Connectors; !e.given() {
+			d.fail(item, e.path, `is required: connector ids, or ["*"] for every connector`)
 			good = false
-		} else if ids, ok := d.strList(e.val, path+".connectors"); !ok {
+		} else if ids, ok := d.strList(e.val, e.path); !ok {
 			good = false
 		} else if len(ids) == 0 {
-			d.fail(e.val, path+".connectors", `must not be empty: connector ids, or ["*"] for every connector`)
+			d.fail(e.val, e.path, `must not be empty: connector ids, or ["*"] for every connector`)
 			good = false
 		} else {
-			for _, id := range ids {
+			for k, id := range ids {
 				if id == "*" {
 					r.AllConnectors = true
 				} else {
 					r.Connectors = append(r.Connectors, id)
+					connAt = append(connAt, k)
 				}
 			}
 		}
-		if e, ok := fs["tools"]; ok {
-			globs, ok := d.strList(e.val, path+".tools")
+		if e := fs.Tools; e.given() {
+			globs, ok := d.strList(e.val, e.path)
 			switch {
 			case !ok:
 				good = false
 			case len(globs) == 0:
-				d.fail(e.val, path+".tools", "must not be empty (leave it out to reach every tool of the rule's connectors)")
+				d.fail(e.val, e.path, "must not be empty (leave it out to reach every tool of the rule's connectors)")
 				good = false
 			default:
 				r.Tools = globs
 			}
 		}
-		if e, ok := fs["writes"]; ok {
-			if v, ok := d.boolean(e.val, path+".writes"); ok {
+		if e := fs.Writes; e.given() {
+			if v, ok := d.boolean(e.val, e.path); ok {
 				r.Writes = v
 			} else {
 				good = false
@@ -95,56 +96,75 @@ func (d *decoder) access(n *yaml.Node, c *Config) {
 		}
 		if good {
 			c.Access.Rules = append(c.Access.Rules, r)
+			decoded = append(decoded, accessRuleAt{fs, cs, connAt})
 		}
-	}
+	})
+	d.checkAccess(l, c, decoded)
 }
 
-func (d *decoder) accessCallers(n *yaml.Node, path string, r *AccessRule) bool {
-	fs, ok := d.fields(n, path, "tokens", "oidc", "issuedTokens")
+// accessRuleAt is a decoded rule's shape: where checkAccess's findings
+// are.
+type accessRuleAt struct {
+	rule    *accessRuleShape
+	callers *accessCallersShape
+	// connAt is each of the rule's Connectors' index in the file's list,
+	// which also holds any "*".
+	connAt []int
+}
+
+// accessCallers decodes a rule's callers, exactly one kind of caller, and
+// returns their shape (nil when refused).
+func (d *decoder) accessCallers(s section[accessCallersShape], r *AccessRule) *accessCallersShape {
+	fs, ok := s.in(d)
 	if !ok {
-		return false
+		return nil
 	}
-	if len(fs) != 1 {
-		d.fail(n, path, "give exactly one of tokens, oidc or issuedTokens (write another rule for another kind of caller)")
-		return false
+	if givenOf(fs.Tokens, fs.OIDC.field, fs.IssuedTokens) != 1 {
+		d.fail(s.val, s.path, "give exactly one of tokens, oidc or issuedTokens (write another rule for another kind of caller)")
+		return nil
 	}
-	if e, ok := fs["tokens"]; ok {
-		names, ok := d.strList(e.val, path+".tokens")
+	if e := fs.Tokens; e.given() {
+		names, ok := d.strList(e.val, e.path)
 		if ok && len(names) == 0 {
-			d.fail(e.val, path+".tokens", "must name at least one auth.tokens entry")
-			return false
+			d.fail(e.val, e.path, "must name at least one auth.tokens entry")
+			return nil
 		}
 		r.Tokens = names
-		return ok
+		return okShape(fs, ok)
 	}
-	if e, ok := fs["oidc"]; ok {
-		rule, ok := d.rule(e.val, path+".oidc", true)
+	if fs.OIDC.given() {
+		rule, ok := d.rule(fs.OIDC, true)
 		if ok {
 			r.OIDC = &rule
 		}
-		return ok
+		return okShape(fs, ok)
 	}
-	e := fs["issuedTokens"]
-	v, ok := d.boolean(e.val, path+".issuedTokens")
+	e := fs.IssuedTokens
+	v, ok := d.boolean(e.val, e.path)
 	if ok && !v {
-		d.fail(e.val, path+".issuedTokens", "must be true (a rule that admits no caller is a mistake)")
-		return false
+		d.fail(e.val, e.path, "must be true (a rule that admits no caller is a mistake)")
+		return nil
 	}
 	r.IssuedTokens = v
-	return ok
+	return okShape(fs, ok)
+}
+
+// okShape is s when ok, else nil.
+func okShape[T any](s *T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return s
 }
 
 // checkAccess refuses rules that cannot mean what they say: access on a
 // server without auth, a token name that is not configured, an oidc rule
 // without auth.oidc, issuedTokens without accessTokens, an unknown
 // connector, a glob outside its rule's connectors.
-func (d *decoder) checkAccess(c *Config) {
+func (d *decoder) checkAccess(l list[accessRuleShape], c *Config, decoded []accessRuleAt) {
 	a := c.Access
-	if a == nil {
-		return
-	}
 	if len(c.Auth.Tokens) == 0 && c.Auth.OIDC == nil && !c.AccessTokens.Enabled {
-		d.fail(&yaml.Node{Line: a.Line, Column: 1}, "access", "needs inbound auth (auth.tokens, auth.oidc or accessTokens): a server without auth has one caller, so there is nothing to tell apart")
+		d.fail(&yaml.Node{Line: a.Line, Column: 1}, l.path, "needs inbound auth (auth.tokens, auth.oidc or accessTokens): a server without auth has one caller, so there is nothing to tell apart")
 		return
 	}
 	names := map[string]bool{}
@@ -156,27 +176,28 @@ func (d *decoder) checkAccess(c *Config) {
 		ids[cn.ID] = true
 	}
 	at := func(r AccessRule) *yaml.Node { return &yaml.Node{Line: r.Line, Column: 1} }
+	item := func(f field, k int) string { return fmt.Sprintf("%s[%d]", f.path, k) }
 	for i, r := range a.Rules {
-		path := fmt.Sprintf("access[%d]", i)
+		s, cs, connAt := decoded[i].rule, decoded[i].callers, decoded[i].connAt
 		for k, name := range r.Tokens {
 			if !names[name] {
-				d.fail(at(r), fmt.Sprintf("%s.callers.tokens[%d]", path, k), "%q names no auth.tokens entry", clip(name))
+				d.fail(at(r), item(cs.Tokens, k), "%q names no auth.tokens entry", clip(name))
 			}
 		}
 		if r.OIDC != nil && c.Auth.OIDC == nil {
-			d.fail(at(r), path+".callers.oidc", "needs auth.oidc")
+			d.fail(at(r), cs.OIDC.path, "needs auth.oidc")
 		}
 		if r.IssuedTokens && !c.AccessTokens.Enabled {
-			d.fail(at(r), path+".callers.issuedTokens", "needs accessTokens (no token can be issued without it)")
+			d.fail(at(r), cs.IssuedTokens.path, "needs accessTokens (no token can be issued without it)")
 		}
 		for k, id := range r.Connectors {
 			if !ids[id] {
-				d.fail(at(r), fmt.Sprintf("%s.connectors[%d]", path, k), "%q is not a configured connector id%s", clip(id), suggestID(id, c.Connectors))
+				d.fail(at(r), item(s.Connectors, connAt[k]), "%q is not a configured connector id%s", clip(id), suggestID(id, c.Connectors))
 			}
 		}
 		for k, g := range r.Tools {
 			if !r.AllConnectors && !globWithin(g, r.Connectors) {
-				d.fail(at(r), fmt.Sprintf("%s.tools[%d]", path, k), "%q matches no tool of the rule's connectors (%s): globs match the whole address connector.tool", clip(g), strings.Join(r.Connectors, ", "))
+				d.fail(at(r), item(s.Tools, k), "%q matches no tool of the rule's connectors (%s): globs match the whole address connector.tool", clip(g), strings.Join(r.Connectors, ", "))
 			}
 		}
 	}

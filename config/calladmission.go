@@ -2,8 +2,6 @@ package config
 
 import (
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // CallAdmission is a connector's downstream call admission rule
@@ -56,78 +54,74 @@ func DefaultCallAdmission() CallAdmission {
 
 // callAdmission decodes connectors[i].callAdmission into c (which holds the
 // default rule) and refuses the retired connector key maxConcurrency.
-func (d *decoder) callAdmission(fs map[string]entry, path string, c *Connector) {
+func (d *decoder) callAdmission(fs *connectorShape, c *Connector) {
 	c.CallAdmission = DefaultCallAdmission()
-	if e, ok := fs["maxConcurrency"]; ok {
-		d.fail(e.key, path+".maxConcurrency", "was replaced by callAdmission.maxConcurrency; write callAdmission: {maxConcurrency: %s}", clip(e.val.Value))
+	if e := fs.MaxConcurrency; e.given() {
+		d.fail(e.key, e.path, "was replaced by callAdmission.maxConcurrency; write callAdmission: {maxConcurrency: %s}", clip(e.val.Value))
 	}
-	e, ok := fs["callAdmission"]
-	if !ok {
+	if !fs.CallAdmission.given() {
 		return
 	}
-	path += ".callAdmission"
 	r := CallAdmission{
 		MaxQueueSize:  DefaultCallAdmissionMaxQueueSize,
 		QueueTimeout:  DefaultCallAdmissionQueueTimeout,
 		RetryAfter:    DefaultCallAdmissionRetryAfter,
 		MaxPartitions: DefaultCallAdmissionMaxPartitions,
 	}
-	var afs map[string]entry
-	d.section(e.val, path, []numField{
-		{"maxConcurrency", 1, 1024, intInto(&r.MaxConcurrency)},
-		{"maxQueueSize", 0, maxCallQueue, intInto(&r.MaxQueueSize)},
-		{"queueTimeoutMs", 1, maxWaitMs, msInto(&r.QueueTimeout)},
-		{"retryAfterMs", 0, maxMs, msInto(&r.RetryAfter)},
-		{"maxPartitions", 1, maxCallPartitions, intInto(&r.MaxPartitions)},
-	}, []string{"budget", "partition"}, func(fs map[string]entry) { afs = fs })
-	if afs == nil {
+	a, ok := fs.CallAdmission.in(d)
+	if !ok {
 		return // not a mapping: already reported
 	}
-	_, hasConcurrency := afs["maxConcurrency"]
-	for _, k := range []string{"maxQueueSize", "queueTimeoutMs"} {
-		if q, ok := afs[k]; ok && !hasConcurrency {
-			d.fail(q.key, path+"."+k, "needs maxConcurrency (a queue forms only behind a concurrency limit)")
+	d.integers(
+		numField{a.MaxConcurrency, 1, 1024, intInto(&r.MaxConcurrency)},
+		numField{a.MaxQueueSize, 0, maxCallQueue, intInto(&r.MaxQueueSize)},
+		numField{a.QueueTimeout, 1, maxWaitMs, msInto(&r.QueueTimeout)},
+		numField{a.RetryAfter, 0, maxMs, msInto(&r.RetryAfter)},
+		numField{a.MaxPartitions, 1, maxCallPartitions, intInto(&r.MaxPartitions)},
+	)
+	hasConcurrency := a.MaxConcurrency.given()
+	for _, q := range []field{a.MaxQueueSize, a.QueueTimeout} {
+		if q.given() && !hasConcurrency {
+			d.fail(q.key, q.path, "needs maxConcurrency (a queue forms only behind a concurrency limit)")
 		}
 	}
-	if b, ok := afs["budget"]; ok {
-		r.Budget = d.callBudget(b.val, path+".budget")
+	if a.Budget.given() {
+		r.Budget = d.callBudget(a.Budget)
 	}
-	if p, ok := afs["partition"]; ok {
-		if s, ok := d.str(p.val, path+".partition"); ok {
+	if p := a.Partition; p.given() {
+		if s, ok := d.str(p.val, p.path); ok {
 			switch s {
 			case "connector":
 			case "caller":
 				r.PerCaller = true
 			default:
-				d.fail(p.val, path+".partition", "%q is not connector or caller", clip(s))
+				d.fail(p.val, p.path, "%q is not connector or caller", clip(s))
 			}
 		}
 	}
-	if m, ok := afs["maxPartitions"]; ok && !r.PerCaller {
-		d.fail(m.key, path+".maxPartitions", "applies only with partition: caller")
+	if m := a.MaxPartitions; m.given() && !r.PerCaller {
+		d.fail(m.key, m.path, "applies only with partition: caller")
 	}
-	if !hasConcurrency {
-		if _, hasBudget := afs["budget"]; !hasBudget {
-			d.fail(e.val, path, "must bound something: set maxConcurrency, budget or both")
-		}
+	if !hasConcurrency && !a.Budget.given() {
+		d.fail(fs.CallAdmission.val, fs.CallAdmission.path, "must bound something: set maxConcurrency, budget or both")
 	}
 	c.CallAdmission = r
 }
 
-func (d *decoder) callBudget(n *yaml.Node, path string) *CallBudget {
+func (d *decoder) callBudget(s section[callBudgetShape]) *CallBudget {
 	b := &CallBudget{}
-	var bfs map[string]entry
 	before := len(d.errs)
-	d.section(n, path, []numField{
-		{"maxCalls", 1, maxCallBudgetCalls, intInto(&b.MaxCalls)},
-		{"windowMs", 1, maxCallBudgetWindowMs, msInto(&b.Window)},
-	}, nil, func(fs map[string]entry) { bfs = fs })
-	if bfs == nil {
+	fs, ok := s.in(d)
+	if !ok {
 		return nil
 	}
-	for _, k := range []string{"maxCalls", "windowMs"} {
-		if _, ok := bfs[k]; !ok {
-			d.fail(n, path+"."+k, "is required (budget: {maxCalls, windowMs})")
+	d.integers(
+		numField{fs.MaxCalls, 1, maxCallBudgetCalls, intInto(&b.MaxCalls)},
+		numField{fs.Window, 1, maxCallBudgetWindowMs, msInto(&b.Window)},
+	)
+	for _, k := range []field{fs.MaxCalls, fs.Window} {
+		if !k.given() {
+			d.fail(s.val, k.path, "is required (budget: {maxCalls, windowMs})")
 		}
 	}
 	if len(d.errs) != before {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -62,47 +61,32 @@ func (c *Config) Quarantined() bool {
 	return false
 }
 
-// catalog decodes the top-level `catalog` section.
-func (d *decoder) catalog(n *yaml.Node, c *Config) {
+// catalog decodes the top-level catalog section (n is its node).
+func (d *decoder) catalog(fs *catalogShape, n *yaml.Node, c *Config) {
 	x := &c.Catalog
-	d.section(n, "catalog", []numField{
-		{"ttlMs", 0, maxTTLMs, msInto(&x.TTL)},
-		{"staleMs", 0, maxTTLMs, msInto(&x.Stale)},
-	}, []string{"pin", "approveFirst"}, func(fs map[string]entry) {
-		if e, ok := fs["pin"]; ok {
-			if p, ok := d.pin(e.val, "catalog.pin"); ok {
-				x.Pin = p
-			}
+	d.integers(
+		numField{fs.TTL, 0, maxTTLMs, msInto(&x.TTL)},
+		numField{fs.Stale, 0, maxTTLMs, msInto(&x.Stale)},
+	)
+	if e := fs.Pin; e.given() {
+		if p, ok := d.pin(e.val, e.path); ok {
+			x.Pin = p
 		}
-		if e, ok := fs["approveFirst"]; ok {
-			if v, ok := d.boolean(e.val, "catalog.approveFirst"); ok {
-				x.ApproveFirst = v
-			}
-		}
-		if x.Stale < x.TTL {
-			n := n
-			if e, ok := fs["staleMs"]; ok {
-				n = e.val
-			}
-			d.fail(n, "catalog.staleMs", "%d is below catalog.ttlMs (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), x.TTL.Milliseconds())
-		}
-	})
-}
-
-// connectorCatalog decodes a connector's `catalog: {pin}` override.
-func (d *decoder) connectorCatalog(n *yaml.Node, path string, c *Connector) {
-	fs, ok := d.fields(n, path+".catalog", "pin")
-	if !ok {
-		return
 	}
-	if e, ok := fs["pin"]; ok {
-		if p, ok := d.pin(e.val, path+".catalog.pin"); ok {
-			c.CatalogPin = p
-			c.catalogPinLine = e.val.Line
+	if e := fs.ApproveFirst; e.given() {
+		if v, ok := d.boolean(e.val, e.path); ok {
+			x.ApproveFirst = v
 		}
+	}
+	if x.Stale < x.TTL {
+		if fs.Stale.given() {
+			n = fs.Stale.val
+		}
+		d.fail(n, fs.Stale.path, "%d is below %s (%d): a catalog goes stale only after it stops being fresh", x.Stale.Milliseconds(), fs.TTL.path, x.TTL.Milliseconds())
 	}
 }
 
+// pin decodes a catalog.pin mode (the top-level one or a connector's).
 func (d *decoder) pin(n *yaml.Node, field string) (string, bool) {
 	s, ok := d.str(n, field)
 	if !ok {
@@ -117,17 +101,17 @@ func (d *decoder) pin(n *yaml.Node, field string) (string, bool) {
 
 // checkQuarantineStore refuses quarantine on memory: — a restart would
 // forget every approval and approve the next catalog as a first one.
-func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node) {
+func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node, top *catalogShape) {
 	if c.Store.URL.Reveal() != "memory:" {
 		return
 	}
 	const why = "quarantine needs a durable store (store.url sqlite:PATH or postgres://…): on memory: a restart would forget every approval"
 	if c.Catalog.Pin == PinQuarantine && catalogNode != nil {
-		d.fail(catalogNode, "catalog.pin", "%s", why)
+		d.fail(catalogNode, top.Pin.path, "%s", why)
 	}
 	for i := range c.Connectors {
-		if cc := &c.Connectors[i]; cc.CatalogPin == PinQuarantine {
-			d.fail(&yaml.Node{Line: cc.catalogPinLine, Column: 1}, fmt.Sprintf("connectors[%d].catalog.pin", i), "%s", why)
+		if c.Connectors[i].CatalogPin == PinQuarantine {
+			d.fail(d.conns[i].pin.val, d.conns[i].pin.path, "%s", why)
 		}
 	}
 }
@@ -136,16 +120,16 @@ func (d *decoder) checkQuarantineStore(c *Config, catalogNode *yaml.Node) {
 // its catalogs are each caller's own, so their approvals would be per
 // caller too, and `connecta catalog approve` approves a connector's one
 // catalog — a changed tool would stay hidden from everyone.
-func (d *decoder) checkPerCallerQuarantine(c *Config, catalogNode *yaml.Node) {
+func (d *decoder) checkPerCallerQuarantine(c *Config, catalogNode *yaml.Node, top *catalogShape) {
 	const why = "quarantine cannot apply to a connector with oauth.grants or credential.per: caller (its catalogs are each caller's own, approvals are the connector's): use pin: warn or off for it"
 	for i := range c.Connectors {
 		cc := &c.Connectors[i]
 		switch {
 		case !cc.PerCaller():
 		case cc.CatalogPin == PinQuarantine:
-			d.fail(&yaml.Node{Line: cc.catalogPinLine, Column: 1}, fmt.Sprintf("connectors[%d].catalog.pin", i), "%s", why)
+			d.fail(d.conns[i].pin.val, d.conns[i].pin.path, "%s", why)
 		case cc.CatalogPin == "" && c.Catalog.Pin == PinQuarantine && catalogNode != nil:
-			d.fail(catalogNode, "catalog.pin", "%s (connector %s: set connectors[%d].catalog.pin)", why, cc.ID, i)
+			d.fail(catalogNode, top.Pin.path, "%s (connector %s: set %s)", why, cc.ID, d.conns[i].pin.path)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package config loads connecta's one YAML configuration file: strict
 // decoding (every refusal names file, line and field), the defaults pinned in
 // docs/DECISIONS.md, validation, secret references resolved through an explicit
-// Resolver, and the embedded default used when no file is given.
+// Resolver, and the embedded default used when no file is given. The file's
+// shape (every key, where it may appear) is written once, in shape.go.
 //
 // Beyond the pinned docs/DECISIONS.md shape there is one additive key: a connector
 // may say `builtin: demo` instead of url/command (the embedded default does).
@@ -176,8 +177,7 @@ type Connector struct {
 	ApprovalRequired []string // tool names that always need call_destructive_tool
 	// CatalogPin is the connector's catalog.pin override ("" = the
 	// top-level catalog.pin; Config.CatalogPin resolves it).
-	CatalogPin     string
-	catalogPinLine int
+	CatalogPin string
 
 	// Missing lists the credential references that could not be resolved.
 	// The connector still loads; its calls fail auth_required with recovery

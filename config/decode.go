@@ -88,6 +88,14 @@ type decoder struct {
 	r       Resolver
 	errs    []*Error
 	warns   []Warning
+	// conns holds, for each decoded connector (Config.Connectors[i]), the
+	// keys the whole-file checks name.
+	conns []connectorAt
+}
+
+// connectorAt is where a decoded connector's whole-file findings are.
+type connectorAt struct {
+	oauth, pin field
 }
 
 func parse(name, baseDir string, data []byte, r Resolver) (*Config, error) {
@@ -119,13 +127,13 @@ func (d *decoder) document(data []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, d.syntaxError(err)
+		return nil, d.syntaxError(err, data)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, d.syntaxError(err)
+		return nil, d.syntaxError(err, data)
 	default:
 		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
 			return nil, &Error{File: d.file, Line: extra.Line, Column: extra.Column, Message: "a configuration is one YAML document; found a second one"}
@@ -140,17 +148,95 @@ func (d *decoder) document(data []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
-func (d *decoder) syntaxError(err error) error {
+// syntaxError turns the YAML parser's error into a refusal at the line
+// of the problem. yaml.v3 says "line N" for the start of the construct it
+// was reading (a plain scalar whose next line holds a bad tab, a mapping a
+// misindented key falls out of), and for a parser error that start is
+// counted from 0; on the first line it says nothing. The problem lies at
+// or after that line, so the refusal names the first line from there at
+// which the text stops parsing: the first line of the shortest prefix
+// that fails.
+func (d *decoder) syntaxError(err error, data []byte) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	e := &Error{File: d.file, Message: "invalid YAML: " + msg}
+	from := 1
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, text, ok := strings.Cut(rest, ": "); ok {
 			if n, err := strconv.Atoi(num); err == nil {
-				e.Line, e.Message = n, "invalid YAML: "+text
+				from, msg = max(n, 1), text
 			}
 		}
 	}
-	return e
+	return &Error{File: d.file, Line: failingLine(data, from), Message: "invalid YAML: " + msg}
+}
+
+// failingLine finds, from line from on, a line L where the text's first
+// L-1 lines parse and its first L do not (the whole text does not):
+// galloping, then bisecting, so a refusal costs O(log lines) parses.
+func failingLine(data []byte, from int) int {
+	ends := lineEnds(data)
+	lines := len(ends)
+	prefix := func(l int) []byte { return data[:ends[l-1]] }
+	from = min(from, lines)
+	if !parses(prefix(from)) {
+		return from
+	}
+	good, bad := from, lines // prefix(good) parses, prefix(bad) does not
+	for step := 1; good+step < bad; step *= 2 {
+		if !parses(prefix(good + step)) {
+			bad = good + step
+			break
+		}
+		good += step
+	}
+	for bad-good > 1 {
+		mid := good + (bad-good)/2
+		if parses(prefix(mid)) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return bad
+}
+
+// lineEnds lists the offset just past each line of data, breaking lines
+// where yaml.v3 counts them (\n, \r, \r\n, NEL, LS, PS); the last entry is
+// len(data).
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			i++
+			ends = append(ends, i+1)
+		case data[i] == '\n' || data[i] == '\r':
+			ends = append(ends, i+1)
+		case bytes.HasPrefix(data[i:], []byte("\u0085")):
+			i++
+			ends = append(ends, i+1)
+		case bytes.HasPrefix(data[i:], []byte("\u2028")) || bytes.HasPrefix(data[i:], []byte("\u2029")):
+			i += 2
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// parses reports whether every document of data parses.
+func parses(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		switch err := dec.Decode(&n); {
+		case errors.Is(err, io.EOF):
+			return true
+		case err != nil:
+			return false
+		}
+	}
 }
 
 // rejectAliases refuses anchors' aliases anywhere: they make a field's value
@@ -215,44 +301,6 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// entry is one key of a mapping and its value.
-type entry struct {
-	key, val *yaml.Node
-}
-
-// fields checks that n is a mapping whose keys are all allowed and unique,
-// and returns the non-null values by key.
-func (d *decoder) fields(n *yaml.Node, path string, allowed ...string) (map[string]entry, bool) {
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "expected a mapping, got %s", kindName(n))
-		return nil, false
-	}
-	out := make(map[string]entry, len(n.Content)/2)
-	seen := make(map[string]int, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			d.fail(k, path, "keys must be strings, got %s", kindName(k))
-			continue
-		}
-		field := join(path, k.Value)
-		if first, dup := seen[k.Value]; dup {
-			d.fail(k, field, "duplicate key (first at line %d)", first)
-			continue
-		}
-		seen[k.Value] = k.Line
-		if !slices.Contains(allowed, k.Value) {
-			d.fail(k, field, "unknown key%s", suggest(k.Value, allowed))
-			continue
-		}
-		if isNull(v) {
-			continue
-		}
-		out[k.Value] = entry{key: k, val: v}
-	}
-	return out, true
 }
 
 // suggest names the allowed key the unknown one most likely meant.
@@ -354,7 +402,7 @@ func (d *decoder) strList(n *yaml.Node, field string) ([]string, bool) {
 
 // numField is one integer key of a section and where its value goes.
 type numField struct {
-	key    string
+	f      field
 	lo, hi int64
 	set    func(int64)
 }
@@ -365,27 +413,15 @@ func msInto(p *time.Duration) func(int64) {
 func intInto(p *int) func(int64)   { return func(v int64) { *p = int(v) } }
 func i64Into(p *int64) func(int64) { return func(v int64) { *p = v } }
 
-// section decodes a mapping of integer keys plus any string keys handled by
-// extra (called with the parsed fields).
-func (d *decoder) section(n *yaml.Node, path string, nums []numField, strKeys []string, extra func(map[string]entry)) {
-	allowed := make([]string, 0, len(nums)+len(strKeys))
-	for _, f := range nums {
-		allowed = append(allowed, f.key)
-	}
-	allowed = append(allowed, strKeys...)
-	fs, ok := d.fields(n, path, allowed...)
-	if !ok {
-		return
-	}
-	for _, f := range nums {
-		if e, present := fs[f.key]; present {
-			if v, good := d.integer(e.val, join(path, f.key), f.lo, f.hi); good {
-				f.set(v)
+// integers decodes the given integer keys of a section, each within its
+// bounds.
+func (d *decoder) integers(nums ...numField) {
+	for _, n := range nums {
+		if n.f.given() {
+			if v, good := d.integer(n.f.val, n.f.path, n.lo, n.hi); good {
+				n.set(v)
 			}
 		}
-	}
-	if extra != nil {
-		extra(fs)
 	}
 }
 
@@ -400,179 +436,172 @@ const (
 	maxActivityAgeMs = 10 * 365 * 86_400_000
 )
 
-var topKeys = []string{"listen", "metricsListen", "publicUrl", "auth", "requests", "executor", "execute", "catalog", "results", "activity", "runtime", "store", "vault", "connectors", "accessTokens", "access", "telemetry"}
-
 func (d *decoder) config(root *yaml.Node, c *Config) {
-	fs, ok := d.fields(root, "", topKeys...)
+	f, ok := shapeOf[fileShape](d, root, "")
 	if !ok {
 		return
 	}
 	var listenNode *yaml.Node
-	if e, ok := fs["listen"]; ok {
-		if s, ok := d.str(e.val, "listen"); ok {
+	if e := f.Listen; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
 			if msg := checkListenSyntax(s); msg != "" {
-				d.fail(e.val, "listen", "%s", msg)
+				d.fail(e.val, e.path, "%s", msg)
 			} else {
 				c.Listen, c.ListenLine, listenNode = s, e.val.Line, e.val
 			}
 		}
 	}
-	if e, ok := fs["metricsListen"]; ok {
-		if s, ok := d.str(e.val, "metricsListen"); ok && s != "" {
+	if e := f.MetricsListen; e.given() {
+		if s, ok := d.str(e.val, e.path); ok && s != "" {
 			switch msg := checkListenSyntax(s); {
 			case msg != "":
-				d.fail(e.val, "metricsListen", "%s", msg)
+				d.fail(e.val, e.path, "%s", msg)
 			case s == c.Listen:
-				d.fail(e.val, "metricsListen", "%q is also listen: give /metrics its own address, or leave metricsListen empty to serve it on listen", clip(s))
+				d.fail(e.val, e.path, "%q is also listen: give /metrics its own address, or leave metricsListen empty to serve it on listen", clip(s))
 			default:
 				c.MetricsListen = s
 			}
 		}
 	}
-	if e, ok := fs["publicUrl"]; ok {
-		c.PublicURL = d.optionalHTTPURL(e.val, "publicUrl")
+	if e := f.PublicURL; e.given() {
+		c.PublicURL = d.optionalHTTPURL(e.val, e.path)
 	}
 	tokensGiven := false
-	var oidcNode *yaml.Node
-	if e, ok := fs["auth"]; ok {
-		tokensGiven, oidcNode = d.auth(e.val, c)
+	var oidc *oidcShape
+	auth, ok := f.Auth.in(d)
+	if ok {
+		tokensGiven, oidc = d.auth(auth, c)
 	}
-	if e, ok := fs["accessTokens"]; ok {
-		d.accessTokens(e.val, c)
+	if f.AccessTokens.given() {
+		d.accessTokens(f.AccessTokens, c)
 	}
-	d.checkOIDC(c, oidcNode)
-	if e, ok := fs["requests"]; ok {
+	d.checkOIDC(c, auth.OIDC, oidc)
+	if s, ok := f.Requests.in(d); ok {
 		r := &c.Requests
-		d.section(e.val, "requests", []numField{
-			{"maxActive", 1, 4096, intInto(&r.MaxActive)},
-			{"maxActivePerCaller", 1, 4096, intInto(&r.MaxActivePerCaller)},
-			{"maxQueue", 0, maxQueue, intInto(&r.MaxQueue)},
-			{"queueTimeoutMs", 0, maxWaitMs, msInto(&r.QueueTimeout)},
-			{"retryAfterMs", 0, maxWaitMs, msInto(&r.RetryAfter)},
-			{"maxBodyBytes", 1024, gib, i64Into(&r.MaxBodyBytes)},
-			{"bodyTimeoutMs", 1, maxWaitMs, msInto(&r.BodyTimeout)},
-		}, nil, func(fs map[string]entry) {
-			if pe, ok := fs["maxActivePerCaller"]; ok && r.MaxActivePerCaller > r.MaxActive {
-				d.fail(pe.val, "requests.maxActivePerCaller", "%d must be at most requests.maxActive (%d)", r.MaxActivePerCaller, r.MaxActive)
+		d.integers(
+			numField{s.MaxActive, 1, 4096, intInto(&r.MaxActive)},
+			numField{s.MaxActivePerCaller, 1, 4096, intInto(&r.MaxActivePerCaller)},
+			numField{s.MaxQueue, 0, maxQueue, intInto(&r.MaxQueue)},
+			numField{s.QueueTimeout, 0, maxWaitMs, msInto(&r.QueueTimeout)},
+			numField{s.RetryAfter, 0, maxWaitMs, msInto(&r.RetryAfter)},
+			numField{s.MaxBodyBytes, 1024, gib, i64Into(&r.MaxBodyBytes)},
+			numField{s.BodyTimeout, 1, maxWaitMs, msInto(&r.BodyTimeout)},
+		)
+		if pe := s.MaxActivePerCaller; pe.given() && r.MaxActivePerCaller > r.MaxActive {
+			d.fail(pe.val, pe.path, "%d must be at most %s (%d)", r.MaxActivePerCaller, s.MaxActive.path, r.MaxActive)
+		}
+		// A caller queued behind slow senders must get a permit before
+		// its own queue wait ends.
+		if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {
+			n, which := f.Requests.val, " (the default)"
+			if s.BodyTimeout.given() {
+				n, which = s.BodyTimeout.val, ""
 			}
-			// A caller queued behind slow senders must get a permit before
-			// its own queue wait ends.
-			if r.QueueTimeout > 0 && r.BodyTimeout >= r.QueueTimeout {
-				n, which := e.val, " (the default)"
-				if be, ok := fs["bodyTimeoutMs"]; ok {
-					n, which = be.val, ""
-				}
-				d.fail(n, "requests.bodyTimeoutMs", "%d%s must be below requests.queueTimeoutMs (%d)", r.BodyTimeout.Milliseconds(), which, r.QueueTimeout.Milliseconds())
-			}
-		})
+			d.fail(n, s.BodyTimeout.path, "%d%s must be below %s (%d)", r.BodyTimeout.Milliseconds(), which, s.QueueTimeout.path, r.QueueTimeout.Milliseconds())
+		}
 	}
-	if e, ok := fs["executor"]; ok {
+	if s, ok := f.Executor.in(d); ok {
 		x := &c.Executor
-		d.section(e.val, "executor", []numField{
-			{"concurrency", 1, 256, intInto(&x.Concurrency)},
-			{"maxQueueSize", 0, maxQueue, intInto(&x.MaxQueueSize)},
-			{"queueTimeoutMs", 0, maxWaitMs, msInto(&x.QueueTimeout)},
-			{"spares", 0, 64, intInto(&x.Spares)},
-			{"maxSpares", 0, 64, intInto(&x.MaxSpares)},
-			{"spareIdleMs", 1, maxMs, msInto(&x.SpareIdle)},
-			{"timeoutMs", 1, maxMs, msInto(&x.Timeout)},
-			{"cpuTimeMs", 1, maxMs, msInto(&x.CPUTime)},
-			{"memoryLimitBytes", 1 << 20, 4 * gib, i64Into(&x.MemoryLimitBytes)},
-			{"maxStackSizeBytes", 64 << 10, 256 << 20, i64Into(&x.MaxStackSizeBytes)},
-		}, []string{"cacheDir"}, func(fs map[string]entry) {
-			if e, ok := fs["cacheDir"]; ok {
-				if s, ok := d.path(e.val, "executor.cacheDir"); ok {
-					x.CacheDir = s
-				}
+		d.integers(
+			numField{s.Concurrency, 1, 256, intInto(&x.Concurrency)},
+			numField{s.MaxQueueSize, 0, maxQueue, intInto(&x.MaxQueueSize)},
+			numField{s.QueueTimeout, 0, maxWaitMs, msInto(&x.QueueTimeout)},
+			numField{s.Spares, 0, 64, intInto(&x.Spares)},
+			numField{s.MaxSpares, 0, 64, intInto(&x.MaxSpares)},
+			numField{s.SpareIdle, 1, maxMs, msInto(&x.SpareIdle)},
+			numField{s.Timeout, 1, maxMs, msInto(&x.Timeout)},
+			numField{s.CPUTime, 1, maxMs, msInto(&x.CPUTime)},
+			numField{s.MemoryLimitBytes, 1 << 20, 4 * gib, i64Into(&x.MemoryLimitBytes)},
+			numField{s.MaxStackSizeBytes, 64 << 10, 256 << 20, i64Into(&x.MaxStackSizeBytes)},
+		)
+		if e := s.CacheDir; e.given() {
+			if p, ok := d.path(e.val, e.path); ok {
+				x.CacheDir = p
 			}
-			if x.MaxSpares < x.Spares {
-				if se, ok := fs["maxSpares"]; ok {
-					d.fail(se.val, "executor.maxSpares", "%d is below executor.spares (%d)", x.MaxSpares, x.Spares)
-				} else {
-					x.MaxSpares = x.Spares // only spares was raised: no growth above it
-				}
+		}
+		if x.MaxSpares < x.Spares {
+			if se := s.MaxSpares; se.given() {
+				d.fail(se.val, se.path, "%d is below %s (%d)", x.MaxSpares, s.Spares.path, x.Spares)
+			} else {
+				x.MaxSpares = x.Spares // only spares was raised: no growth above it
 			}
-			if x.MaxStackSizeBytes > x.MemoryLimitBytes {
-				n := e.val
-				if se, ok := fs["maxStackSizeBytes"]; ok {
-					n = se.val
-				}
-				d.fail(n, "executor.maxStackSizeBytes", "%d exceeds executor.memoryLimitBytes (%d)", x.MaxStackSizeBytes, x.MemoryLimitBytes)
+		}
+		if x.MaxStackSizeBytes > x.MemoryLimitBytes {
+			n := f.Executor.val
+			if s.MaxStackSizeBytes.given() {
+				n = s.MaxStackSizeBytes.val
 			}
-		})
+			d.fail(n, s.MaxStackSizeBytes.path, "%d exceeds %s (%d)", x.MaxStackSizeBytes, s.MemoryLimitBytes.path, x.MemoryLimitBytes)
+		}
 	}
-	if e, ok := fs["execute"]; ok {
+	if s, ok := f.Execute.in(d); ok {
 		x := &c.Execute
-		d.section(e.val, "execute", []numField{
-			{"maxHostCalls", 0, 10_000, intInto(&x.MaxHostCalls)},
-			{"hostCallTimeoutMs", 1, maxMs, msInto(&x.HostCallTimeout)},
-			{"maxEmittedBytes", 0, gib, i64Into(&x.MaxEmittedBytes)},
-			{"maxEmittedBlocks", 0, 10_000, intInto(&x.MaxEmittedBlocks)},
-		}, nil, nil)
+		d.integers(
+			numField{s.MaxHostCalls, 0, 10_000, intInto(&x.MaxHostCalls)},
+			numField{s.HostCallTimeout, 1, maxMs, msInto(&x.HostCallTimeout)},
+			numField{s.MaxEmittedBytes, 0, gib, i64Into(&x.MaxEmittedBytes)},
+			numField{s.MaxEmittedBlocks, 0, 10_000, intInto(&x.MaxEmittedBlocks)},
+		)
 	}
-	var catalogNode *yaml.Node
-	if e, ok := fs["catalog"]; ok {
-		catalogNode = e.val
-		d.catalog(e.val, c)
+	catalog, ok := f.Catalog.in(d)
+	if ok {
+		d.catalog(catalog, f.Catalog.val, c)
 	}
-	if e, ok := fs["results"]; ok {
+	if s, ok := f.Results.in(d); ok {
 		x := &c.Results
-		d.section(e.val, "results", []numField{
-			{"maxInlineBytes", 1024, gib, i64Into(&x.MaxInlineBytes)},
-			{"stashTtlMs", 1000, maxTTLMs, msInto(&x.StashTTL)},
-			{"stashMaxBytes", 0, 64 * gib, i64Into(&x.StashMaxBytes)},
-		}, nil, nil)
+		d.integers(
+			numField{s.MaxInlineBytes, 1024, gib, i64Into(&x.MaxInlineBytes)},
+			numField{s.StashTTL, 1000, maxTTLMs, msInto(&x.StashTTL)},
+			numField{s.StashMaxBytes, 0, 64 * gib, i64Into(&x.StashMaxBytes)},
+		)
 	}
-	if e, ok := fs["activity"]; ok {
+	if s, ok := f.Activity.in(d); ok {
 		x := &c.Activity
-		d.section(e.val, "activity", []numField{
-			{"maxEvents", 0, 100_000_000, intInto(&x.MaxEvents)},
-			{"maxAgeMs", 0, maxActivityAgeMs, msInto(&x.MaxAge)},
-		}, []string{"file", "ring"}, func(fs map[string]entry) {
-			if e, ok := fs["ring"]; ok {
-				d.fail(e.val, "activity.ring", "was replaced by activity.maxEvents (the history now lives in the store, with activity.maxAgeMs); rename it to maxEvents")
-			}
-			if e, ok := fs["file"]; ok {
-				if s, ok := d.path(e.val, "activity.file"); ok {
-					x.File = s
-				}
-			}
-		})
-	}
-	if e, ok := fs["runtime"]; ok {
-		x := &c.Runtime
-		d.section(e.val, "runtime", []numField{
-			{"gcPercent", 10, 10_000, func(v int64) { x.GCPercent, x.GCPercentSet = int(v), true }},
-			{"memoryLimitBytes", 0, 1 << 50, func(v int64) { x.MemoryLimitBytes, x.MemoryLimitSet = v, true }},
-		}, nil, nil)
-	}
-	if e, ok := fs["store"]; ok {
-		d.store(e.val, c)
-	}
-	if e, ok := fs["vault"]; ok {
-		d.vault(e.val, c)
-	}
-	if e, ok := fs["connectors"]; ok {
-		d.connectors(e.val, c)
-		for i := range c.Connectors {
-			if c.Connectors[i].OAuth != nil && c.PublicURL == "" {
-				d.fail(&yaml.Node{Line: c.Connectors[i].Line, Column: 1}, fmt.Sprintf("connectors[%d].oauth", i),
-					"needs publicUrl: the authorization server sends the browser back to {publicUrl}/oauth/callback/%s", c.Connectors[i].ID)
+		d.integers(
+			numField{s.MaxEvents, 0, 100_000_000, intInto(&x.MaxEvents)},
+			numField{s.MaxAge, 0, maxActivityAgeMs, msInto(&x.MaxAge)},
+		)
+		if e := s.Ring; e.given() {
+			d.fail(e.val, e.path, "was replaced by %s (the history now lives in the store, with %s); rename it to %s", s.MaxEvents.path, s.MaxAge.path, s.MaxEvents.name())
+		}
+		if e := s.File; e.given() {
+			if p, ok := d.path(e.val, e.path); ok {
+				x.File = p
 			}
 		}
 	}
-	d.checkQuarantineStore(c, catalogNode)
-	d.checkPerCallerQuarantine(c, catalogNode)
-	if e, ok := fs["telemetry"]; ok {
-		d.telemetry(e.val, c)
+	if s, ok := f.Runtime.in(d); ok {
+		x := &c.Runtime
+		d.integers(
+			numField{s.GCPercent, 10, 10_000, func(v int64) { x.GCPercent, x.GCPercentSet = int(v), true }},
+			numField{s.MemoryLimitBytes, 0, 1 << 50, func(v int64) { x.MemoryLimitBytes, x.MemoryLimitSet = v, true }},
+		)
 	}
-	if e, ok := fs["access"]; ok {
-		d.access(e.val, c)
-		c.Access.Line = e.key.Line
-		d.checkAccess(c)
+	if s, ok := f.Store.in(d); ok {
+		d.store(s, f.Store.val, c)
 	}
-	if listenNode != nil && !tokensGiven && oidcNode == nil && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
-		d.fail(listenNode, "listen", "%q is not a loopback address and no inbound auth is configured (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(c.Listen))
+	if s, ok := f.Vault.in(d); ok {
+		d.vault(s, f.Vault.val, c)
+	}
+	if f.Connectors.given() {
+		d.connectors(f.Connectors, c)
+		for i, cc := range c.Connectors {
+			if cc.OAuth != nil && c.PublicURL == "" {
+				d.fail(&yaml.Node{Line: cc.Line, Column: 1}, d.conns[i].oauth.path,
+					"needs publicUrl: the authorization server sends the browser back to {publicUrl}/oauth/callback/%s", cc.ID)
+			}
+		}
+	}
+	d.checkQuarantineStore(c, f.Catalog.val, catalog)
+	d.checkPerCallerQuarantine(c, f.Catalog.val, catalog)
+	if s, ok := f.Telemetry.in(d); ok {
+		d.telemetry(s, c)
+	}
+	if f.Access.given() {
+		d.access(f.Access, c)
+	}
+	if listenNode != nil && !tokensGiven && !auth.OIDC.given() && !c.AccessTokens.Enabled && !isLoopbackListen(c.Listen) {
+		d.fail(listenNode, f.Listen.path, "%q is not a loopback address and no inbound auth is configured (auth.tokens, auth.oidc or accessTokens): add one, or listen on 127.0.0.1", clip(c.Listen))
 	}
 }
 
@@ -598,186 +627,186 @@ func (d *decoder) path(n *yaml.Node, field string) (string, bool) {
 
 // auth decodes auth.tokens and auth.oidc; it reports whether any token
 // entry was given (so that a failed token is not also reported as "no
-// tokens") and the auth.oidc node (nil when absent).
-func (d *decoder) auth(n *yaml.Node, c *Config) (tokensGiven bool, oidcNode *yaml.Node) {
-	fs, ok := d.fields(n, "auth", "tokens", "oidc")
-	if !ok {
-		return false, nil
+// tokens") and the auth.oidc shape (for checkOIDC; nil unless decoded).
+func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidc *oidcShape) {
+	if o, ok := a.OIDC.in(d); ok {
+		d.oidc(o, a.OIDC, c)
+		oidc = o
 	}
-	if e, ok := fs["oidc"]; ok {
-		oidcNode = e.key
-		d.oidc(e.val, c)
-	}
-	e, ok := fs["tokens"]
-	if !ok {
-		return false, oidcNode
+	e := a.Tokens
+	if !e.given() {
+		return false, oidc
 	}
 	if e.val.Kind != yaml.SequenceNode {
-		d.fail(e.val, "auth.tokens", "expected a list, got %s", kindName(e.val))
-		return false, oidcNode
+		d.fail(e.val, e.path, "expected a list, got %s", kindName(e.val))
+		return false, oidc
 	}
 	seen, names := map[string]string{}, map[string]string{}
 	for i, item := range e.val.Content {
-		path := fmt.Sprintf("auth.tokens[%d]", i)
-		tf, ok := d.fields(item, path, "name", "token", "operator")
+		path := fmt.Sprintf("%s[%d]", e.path, i)
+		tf, ok := shapeOf[tokenShape](d, item, path)
 		if !ok {
 			continue
 		}
 		t := Token{Line: item.Line}
-		if oe, ok := tf["operator"]; ok {
+		if oe := tf.Operator; oe.given() {
 			if oe.val.Kind != yaml.ScalarNode || (oe.val.Value != "true" && oe.val.Value != "false") {
-				d.fail(oe.val, path+".operator", "expected true or false")
+				d.fail(oe.val, oe.path, "expected true or false")
 			} else {
 				t.Operator = oe.val.Value == "true"
 			}
 		}
-		if ne, ok := tf["name"]; !ok {
-			d.fail(item, path+".name", "is required (the actor recorded in activity)")
-		} else if s, ok := d.str(ne.val, path+".name"); ok {
+		if ne := tf.Name; !ne.given() {
+			d.fail(item, ne.path, "is required (the actor recorded in activity)")
+		} else if s, ok := d.str(ne.val, ne.path); ok {
 			// The name is the actor (docs/DECISIONS.md "Actors"): a shape
 			// that can never read as another actor, and one token per name.
 			if err := actor.ValidStaticName(s); err != nil {
-				d.fail(ne.val, path+".name", "%s, got %q", err, clip(s))
+				d.fail(ne.val, ne.path, "%s, got %q", err, clip(s))
 			} else if first, dup := names[s]; dup {
-				d.fail(ne.val, path+".name", "%q is already the name of %s; names must be unique (each is one actor)", s, first)
+				d.fail(ne.val, ne.path, "%q is already the name of %s; names must be unique (each is one actor)", s, first)
 			} else {
 				names[s] = path
 				t.Name = s
 			}
 		}
-		te, ok := tf["token"]
-		if !ok {
-			d.fail(item, path+".token", "is required")
+		te := tf.Token
+		if !te.given() {
+			d.fail(item, te.path, "is required")
 			continue
 		}
-		raw, ok := d.str(te.val, path+".token")
+		raw, ok := d.str(te.val, te.path)
 		if !ok {
 			continue
 		}
 		segs, err := parseTemplate(raw)
 		if err != nil {
-			d.fail(te.val, path+".token", "%s", err)
+			d.fail(te.val, te.path, "%s", err)
 			continue
 		}
 		if !hasReference(segs) {
-			d.fail(te.val, path+".token", "must be a secret reference (${env:NAME}, ${file:PATH} or ${credential:NAME}); literal tokens are refused")
+			d.fail(te.val, te.path, "must be a secret reference (${env:NAME}, ${file:PATH} or ${credential:NAME}); literal tokens are refused")
 			continue
 		}
 		value, missing := d.r.resolve(segs, d.baseDir)
 		if missing != nil {
 			for _, m := range missing {
-				d.fail(te.val, path+".token", "cannot resolve %s: %s", m.raw, m.reason)
+				d.fail(te.val, te.path, "cannot resolve %s: %s", m.raw, m.reason)
 			}
 			continue
 		}
 		if strings.ContainsFunc(value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			d.fail(te.val, path+".token", "%s resolves to a value with whitespace or control characters", clip(raw))
+			d.fail(te.val, te.path, "%s resolves to a value with whitespace or control characters", clip(raw))
 			continue
 		}
 		if first, dup := seen[value]; dup {
-			d.fail(te.val, path+".token", "resolves to the same token as %s", first)
+			d.fail(te.val, te.path, "resolves to the same token as %s", first)
 			continue
 		}
 		seen[value] = path
 		if len(value) < MinTokenBytes {
-			d.warn(te.val.Line, path+".token", "the token is shorter than %d bytes; use a long random value", MinTokenBytes)
+			d.warn(te.val.Line, te.path, "the token is shorter than %d bytes; use a long random value", MinTokenBytes)
 		}
 		t.Token, t.Reference = NewSecret(value), raw
 		c.Auth.Tokens = append(c.Auth.Tokens, t)
 	}
-	return len(e.val.Content) > 0, oidcNode
+	return len(e.val.Content) > 0, oidc
 }
 
-var connectorKeys = []string{"id", "title", "description", "guide", "guideFile", "builtin", "url", "headers", "command", "env", "maxConcurrency", "callAdmission", "readOnly", "approvalRequired", "oauth", "sharedSession", "credential", "catalog", "versionNegotiation"}
-
-func (d *decoder) connectors(n *yaml.Node, c *Config) {
-	if n.Kind != yaml.SequenceNode {
-		d.fail(n, "connectors", "expected a list, got %s", kindName(n))
-		return
-	}
-	ids := map[string]int{}
-	for i, item := range n.Content {
-		conn, ok := d.connector(item, fmt.Sprintf("connectors[%d]", i), ids)
-		if ok {
-			c.Connectors = append(c.Connectors, conn)
+// each walks a list of mappings shaped T: use gets each item that is one.
+func each[T any](d *decoder, l list[T], use func(i int, item *yaml.Node, s *T)) {
+	for i, item := range l.val.Content {
+		if s, ok := shapeOf[T](d, item, fmt.Sprintf("%s[%d]", l.path, i)); ok {
+			use(i, item, s)
 		}
 	}
 }
 
-func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Connector, bool) {
-	c := Connector{Line: n.Line, CallAdmission: DefaultCallAdmission()}
-	fs, ok := d.fields(n, path, connectorKeys...)
-	if !ok {
-		return c, false
+func (d *decoder) connectors(l list[connectorShape], c *Config) {
+	if l.val.Kind != yaml.SequenceNode {
+		d.fail(l.val, l.path, "expected a list, got %s", kindName(l.val))
+		return
 	}
+	ids := map[string]int{}
+	each(d, l, func(i int, item *yaml.Node, s *connectorShape) {
+		if conn, at, ok := d.connector(item, fmt.Sprintf("%s[%d]", l.path, i), s, ids); ok {
+			c.Connectors = append(c.Connectors, conn)
+			d.conns = append(d.conns, at)
+		}
+	})
+}
+
+func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids map[string]int) (Connector, connectorAt, bool) {
+	c := Connector{Line: n.Line, CallAdmission: DefaultCallAdmission()}
+	at := connectorAt{oauth: fs.OAuth.field}
 	before := len(d.errs)
-	if e, ok := fs["id"]; !ok {
-		d.fail(n, path+".id", "is required (%s)", ConnectorIDPattern)
-	} else if s, ok := d.str(e.val, path+".id"); ok {
+	if e := fs.ID; !e.given() {
+		d.fail(n, e.path, "is required (%s)", ConnectorIDPattern)
+	} else if s, ok := d.str(e.val, e.path); ok {
 		switch first, dup := ids[s]; {
 		case !ValidConnectorID(s):
-			d.fail(e.val, path+".id", "%q must match %s", clip(s), ConnectorIDPattern)
+			d.fail(e.val, e.path, "%q must match %s", clip(s), ConnectorIDPattern)
 		case dup:
-			d.fail(e.val, path+".id", "duplicate connector id %q (first at line %d)", s, first)
+			d.fail(e.val, e.path, "duplicate connector id %q (first at line %d)", s, first)
 		default:
 			ids[s] = e.val.Line
 			c.ID = s
 		}
 	}
-	if e, ok := fs["title"]; ok {
-		if s, ok := d.str(e.val, path+".title"); ok {
+	if e := fs.Title; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
 			s = strings.Join(strings.Fields(s), " ")
 			switch {
 			case hasControl(s):
-				d.fail(e.val, path+".title", "must not contain control characters")
+				d.fail(e.val, e.path, "must not contain control characters")
 			case len(s) > maxTitleBs:
-				d.fail(e.val, path+".title", "is longer than %d bytes", maxTitleBs)
+				d.fail(e.val, e.path, "is longer than %d bytes", maxTitleBs)
 			default:
 				c.Title = s
 			}
 		}
 	}
-	if e, ok := fs["description"]; ok {
-		if s, ok := d.str(e.val, path+".description"); ok {
+	if e := fs.Description; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
 			c.Description = strings.TrimSpace(s)
 		}
 	}
-	d.guide(fs, path, &c)
+	d.guide(fs.Guide, fs.GuideFile, &c)
 
-	kinds := []string{}
-	if e, ok := fs["builtin"]; ok {
-		kinds = append(kinds, "builtin")
-		if s, ok := d.str(e.val, path+".builtin"); ok {
+	var kinds []field // of builtin, url, command: the ones given
+	if e := fs.Builtin; e.given() {
+		kinds = append(kinds, e)
+		if s, ok := d.str(e.val, e.path); ok {
 			if s != BuiltinDemo {
-				d.fail(e.val, path+".builtin", "unknown builtin %q (known: %s)", clip(s), BuiltinDemo)
+				d.fail(e.val, e.path, "unknown builtin %q (known: %s)", clip(s), BuiltinDemo)
 			} else {
 				c.Builtin = s
 			}
 		}
 	}
-	if e, ok := fs["url"]; ok {
-		kinds = append(kinds, "url")
-		if s, ok := d.str(e.val, path+".url"); ok {
+	if e := fs.URL; e.given() {
+		kinds = append(kinds, e)
+		if s, ok := d.str(e.val, e.path); ok {
 			switch msg := checkHTTPURL(s); {
 			case msg != "":
-				d.fail(e.val, path+".url", "%s", msg)
+				d.fail(e.val, e.path, "%s", msg)
 			case strings.Contains(s, "${"):
-				d.fail(e.val, path+".url", "secret references are resolved only in headers and env; put credentials in headers")
+				d.fail(e.val, e.path, "secret references are resolved only in headers and env; put credentials in headers")
 			default:
 				c.URL = s
 			}
 		}
 	}
-	if e, ok := fs["command"]; ok {
-		kinds = append(kinds, "command")
-		if argv, ok := d.strList(e.val, path+".command"); ok {
+	if e := fs.Command; e.given() {
+		kinds = append(kinds, e)
+		if argv, ok := d.strList(e.val, e.path); ok {
 			switch {
 			case len(argv) == 0 || argv[0] == "":
-				d.fail(e.val, path+".command", "must name a program: [program, arg, …]")
+				d.fail(e.val, e.path, "must name a program: [program, arg, …]")
 			case slices.ContainsFunc(argv, func(a string) bool { return strings.ContainsRune(a, 0) }):
-				d.fail(e.val, path+".command", "must not contain NUL bytes")
+				d.fail(e.val, e.path, "must not contain NUL bytes")
 			case slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "${") }):
-				d.fail(e.val, path+".command", "secret references are resolved only in env; pass credentials through env")
+				d.fail(e.val, e.path, "secret references are resolved only in env; pass credentials through env")
 			default:
 				c.Command = argv
 			}
@@ -787,136 +816,137 @@ func (d *decoder) connector(n *yaml.Node, path string, ids map[string]int) (Conn
 	case len(kinds) == 0:
 		d.fail(n, path, "needs one of url (remote MCP over streamable HTTP), command (stdio MCP) or builtin")
 	case len(kinds) > 1:
-		d.fail(fs[kinds[1]].key, path+"."+kinds[1], "%s and %s are mutually exclusive", kinds[0], kinds[1])
+		d.fail(kinds[1].key, kinds[1].path, "%s and %s are mutually exclusive", kinds[0].name(), kinds[1].name())
 	}
-	if e, ok := fs["headers"]; ok {
-		if _, isURL := fs["url"]; !isURL {
-			d.fail(e.key, path+".headers", "applies only to url connectors")
+	isURL := fs.URL.given()
+	if e := fs.Headers; e.given() {
+		if !isURL {
+			d.fail(e.key, e.path, "applies only to url connectors")
 		} else if len(kinds) == 1 {
-			d.headers(e.val, path+".headers", &c)
+			d.headers(e, &c)
 		}
 	}
-	if e, ok := fs["env"]; ok {
-		if _, isCmd := fs["command"]; !isCmd {
-			d.fail(e.key, path+".env", "applies only to command (stdio) connectors")
+	if e := fs.Env; e.given() {
+		if !fs.Command.given() {
+			d.fail(e.key, e.path, "applies only to command (stdio) connectors")
 		} else if len(kinds) == 1 {
-			d.env(e.val, path+".env", &c)
+			d.env(e, &c)
 		}
 	}
-	if e, ok := fs["oauth"]; ok {
-		if _, isURL := fs["url"]; !isURL {
-			if perCallerOn(e.val) {
-				d.fail(e.key, path+".oauth", "grants: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own grant")
+	if e := fs.OAuth; e.given() {
+		if !isURL {
+			if perCallerOn(d, e, func(o *oauthShape) field { return o.Grants }) {
+				d.fail(e.key, e.path, "grants: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own grant")
 			} else {
-				d.fail(e.key, path+".oauth", "applies only to url connectors (downstream OAuth is for remote MCP servers)")
+				d.fail(e.key, e.path, "applies only to url connectors (downstream OAuth is for remote MCP servers)")
 			}
 		} else {
-			d.oauth(e.val, path+".oauth", &c)
+			d.oauth(e, &c)
 			for _, h := range c.Headers {
 				if strings.EqualFold(h.Name, "Authorization") {
-					d.fail(e.key, path+".oauth", "and headers.Authorization are mutually exclusive: with oauth, connecta sends the grant's access token")
+					d.fail(e.key, e.path, "and headers.Authorization are mutually exclusive: with oauth, connecta sends the grant's access token")
 				}
 			}
 		}
 	}
-	if e, ok := fs["credential"]; ok {
-		if _, isURL := fs["url"]; !isURL {
-			if perCallerOn(e.val) {
-				d.fail(e.key, path+".credential", "per: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own credential")
+	if e := fs.Credential; e.given() {
+		if !isURL {
+			if perCallerOn(d, e, func(cr *credentialShape) field { return cr.Per }) {
+				d.fail(e.key, e.path, "per: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own credential")
 			} else {
-				d.fail(e.key, path+".credential", "applies only to url connectors (the value is sent as an HTTP header)")
+				d.fail(e.key, e.path, "applies only to url connectors (the value is sent as an HTTP header)")
 			}
 		} else {
-			d.credential(e.val, path+".credential", &c)
+			d.credential(e, &c)
 		}
 	}
-	d.callAdmission(fs, path, &c)
-	if e, ok := fs["sharedSession"]; ok {
-		if v, ok := d.boolean(e.val, path+".sharedSession"); ok {
+	d.callAdmission(fs, &c)
+	if e := fs.SharedSession; e.given() {
+		if v, ok := d.boolean(e.val, e.path); ok {
 			switch {
 			case v && c.URL == "" && len(kinds) == 1:
-				d.fail(e.key, path+".sharedSession", "applies only to url connectors (a stdio or builtin connector is always one shared session)")
+				d.fail(e.key, e.path, "applies only to url connectors (a stdio or builtin connector is always one shared session)")
 			case v && c.PerCaller():
-				d.fail(e.key, path+".sharedSession", "true cannot go with a per-caller grant or credential (oauth.grants or credential.per: caller): one shared session would carry one caller's identity to everyone")
+				d.fail(e.key, e.path, "true cannot go with a per-caller grant or credential (oauth.grants or credential.per: caller): one shared session would carry one caller's identity to everyone")
 			default:
 				c.SharedSession = v
 			}
 		}
 	}
-	if e, ok := fs["versionNegotiation"]; ok {
-		if s, ok := d.str(e.val, path+".versionNegotiation"); ok {
+	if e := fs.VersionNegotiation; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
 			switch s {
 			case VersionAuto:
 			case VersionLegacy:
 				c.LegacyVersion = true
 			default:
-				d.fail(e.val, path+".versionNegotiation", "must be %s or %s, not %q", VersionAuto, VersionLegacy, clip(s))
+				d.fail(e.val, e.path, "must be %s or %s, not %q", VersionAuto, VersionLegacy, clip(s))
 			}
 		}
 	}
 	roLines := map[string]int{}
-	if e, ok := fs["readOnly"]; ok {
-		c.ReadOnly = d.toolList(e.val, path+".readOnly", nil)
+	if e := fs.ReadOnly; e.given() {
+		c.ReadOnly = d.toolList(e.val, e.path, nil)
 		for i, name := range c.ReadOnly {
 			roLines[name] = e.val.Content[i].Line
 		}
 	}
-	if e, ok := fs["catalog"]; ok {
-		d.connectorCatalog(e.val, path, &c)
+	cat, ok := fs.Catalog.in(d)
+	if e := cat.Pin; ok && e.given() {
+		if p, ok := d.pin(e.val, e.path); ok {
+			c.CatalogPin = p
+		}
 	}
-	if e, ok := fs["approvalRequired"]; ok {
-		c.ApprovalRequired = d.toolList(e.val, path+".approvalRequired", roLines)
+	at.pin = cat.Pin // given or not: a whole-file check may name it
+	if e := fs.ApprovalRequired; e.given() {
+		c.ApprovalRequired = d.toolList(e.val, e.path, roLines)
 	}
 	if c.URL != "" && len(c.Headers)+len(c.Missing) > 0 && strings.HasPrefix(c.URL, "http://") && !isLoopbackURL(c.URL) {
-		d.warn(fs["url"].val.Line, path+".url", "credentials are sent in cleartext over http:// to a non-loopback host")
+		d.warn(fs.URL.val.Line, fs.URL.path, "credentials are sent in cleartext over http:// to a non-loopback host")
 	}
 	for _, m := range c.Missing {
 		d.warn(m.Line, m.Field, "%s is unresolved (%s); connector %q loads, but its calls fail auth_required until it is provided", m.Reference, m.Reason, c.ID)
 	}
-	return c, len(d.errs) == before
+	return c, at, len(d.errs) == before
 }
 
-func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
-	ge, hasGuide := fs["guide"]
-	fe, hasFile := fs["guideFile"]
-	if hasGuide && hasFile {
-		d.fail(fe.key, path+".guideFile", "guide and guideFile are mutually exclusive")
+func (d *decoder) guide(ge, fe field, c *Connector) {
+	if ge.given() && fe.given() {
+		d.fail(fe.key, fe.path, "guide and guideFile are mutually exclusive")
 		return
 	}
 	var text string
-	var node *yaml.Node
-	field := path + ".guide"
+	var at field
 	switch {
-	case hasGuide:
-		s, ok := d.str(ge.val, field)
+	case ge.given():
+		s, ok := d.str(ge.val, ge.path)
 		if !ok {
 			return
 		}
-		text, node = s, ge.val
-	case hasFile:
-		field = path + ".guideFile"
-		p, ok := d.path(fe.val, field)
+		text, at = s, ge
+	case fe.given():
+		p, ok := d.path(fe.val, fe.path)
 		if !ok {
 			return
 		}
 		if p == "" {
-			d.fail(fe.val, field, "must not be empty")
+			d.fail(fe.val, fe.path, "must not be empty")
 			return
 		}
 		data, err := d.r.readFile(p, MaxGuideBytes)
 		if err != nil {
-			d.fail(fe.val, field, "cannot read %s: %s", p, errReason(err))
+			d.fail(fe.val, fe.path, "cannot read %s: %s", p, errReason(err))
 			return
 		}
-		text, node, c.GuideFile = string(data), fe.val, p
+		text, at, c.GuideFile = string(data), fe, p
 	default:
 		return
 	}
 	switch {
 	case len(text) > MaxGuideBytes:
-		d.fail(node, field, "the guide is larger than %d bytes", MaxGuideBytes)
+		d.fail(at.val, at.path, "the guide is larger than %d bytes", MaxGuideBytes)
 	case !utf8.ValidString(text):
-		d.fail(node, field, "the guide is not valid UTF-8")
+		d.fail(at.val, at.path, "the guide is not valid UTF-8")
 	default:
 		c.Guide = strings.TrimSpace(text)
 	}
@@ -925,27 +955,24 @@ func (d *decoder) guide(fs map[string]entry, path string, c *Connector) {
 // oauth reads a connector's `oauth: {}` or `{clientId, clientSecret,
 // scopes}`. The downstream's own Authorization header is then connecta's
 // to set, so a configured one is refused.
-func (d *decoder) oauth(n *yaml.Node, path string, c *Connector) {
+func (d *decoder) oauth(s section[oauthShape], c *Connector) {
 	o := &OAuth{Grants: PerConnector}
 	c.OAuth = o
-	if isNull(n) {
-		return
-	}
-	fs, ok := d.fields(n, path, "clientId", "clientSecret", "scopes", "grants")
+	fs, ok := s.in(d)
 	if !ok {
 		return
 	}
-	if e, ok := fs["grants"]; ok {
-		o.Grants = d.per(e.val, path+".grants")
+	if e := fs.Grants; e.given() {
+		o.Grants = d.per(e.val, e.path)
 	}
-	o.ClientID = d.clientID(fs, path)
-	if e, segs, ok := d.clientSecretRef(fs, path); ok {
-		if value, ok := d.resolveConnectorValue(segs, e.val, path+".clientSecret", c, hasControl); ok {
+	o.ClientID = d.clientID(fs.ClientID)
+	if segs, ok := d.clientSecretRef(fs.ClientSecret, fs.ClientID); ok {
+		if value, ok := d.resolveConnectorValue(segs, fs.ClientSecret.val, fs.ClientSecret.path, c, hasControl); ok {
 			o.ClientSecret = NewSecret(value)
 		}
 	}
-	if e, ok := fs["scopes"]; ok {
-		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
+	if e := fs.Scopes; e.given() {
+		o.Scopes, _ = d.scopeList(e.val, e.path)
 	}
 }
 
@@ -965,104 +992,118 @@ func (d *decoder) scopeList(n *yaml.Node, field string) ([]string, bool) {
 	return list, true
 }
 
-func (d *decoder) headers(n *yaml.Node, path string, c *Connector) {
-	d.headerTemplates(n, path, transportHeaders, func(name, field string, v *yaml.Node, segs []segment) {
+func (d *decoder) headers(e field, c *Connector) {
+	d.headerTemplates(e, transportHeaders, func(name, field string, v *yaml.Node, segs []segment) {
 		if value, ok := d.resolveConnectorValue(segs, v, field, c, hasControl); ok {
 			c.Headers = append(c.Headers, Header{Name: name, Value: NewSecret(value)})
 		}
 	})
 }
 
-// headerTemplates decodes a mapping of HTTP header names to value
-// templates: no duplicate (case-insensitively), a valid name not in
-// reserved, a template that parses, and a secret reference in every
-// credential header. use resolves each good one.
-func (d *decoder) headerTemplates(n *yaml.Node, path string, reserved []string, use func(name, field string, v *yaml.Node, segs []segment)) {
+// nameMap is how a mapping of names to value templates (HTTP headers,
+// environment variables) is read: what its names are, how they are
+// checked, and how a value reads as a template's text.
+type nameMap struct {
+	names string                            // "header names": "expected a mapping of header names to values"
+	dup   string                            // "header": "duplicate header (first at line N)"
+	canon func(string) string               // the spelling duplicates are found by
+	check func(name string) string          // why a name is refused, or ""
+	raw   func(v *yaml.Node) (string, bool) // the value's template text; false when it is not one (reported)
+}
+
+// templates decodes a mapping of names to value templates: no duplicate
+// (by m.canon), names m.check accepts, values that parse as templates. use
+// gets each good one.
+func (d *decoder) templates(e field, m nameMap, use func(name, field string, v *yaml.Node, segs []segment)) {
+	n := e.val
 	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "expected a mapping of header names to values, got %s", kindName(n))
+		d.fail(n, e.path, "expected a mapping of %s to values, got %s", m.names, kindName(n))
 		return
 	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		name, ok := d.str(k, path)
+		name, ok := d.str(k, e.path)
 		if !ok {
 			continue
 		}
-		field := join(path, name)
-		canon := strings.ToLower(name)
+		field := join(e.path, name)
+		canon := m.canon(name)
 		if first, dup := seen[canon]; dup {
-			d.fail(k, field, "duplicate header (first at line %d)", first)
+			d.fail(k, field, "duplicate %s (first at line %d)", m.dup, first)
 			continue
 		}
 		seen[canon] = k.Line
-		switch {
-		case !validHeaderName(name):
-			d.fail(k, field, "%q is not a valid HTTP header name", clip(name))
-			continue
-		case containsFold(reserved, name):
-			d.fail(k, field, "is set by the MCP transport and cannot be configured")
+		if msg := m.check(name); msg != "" {
+			d.fail(k, field, "%s", msg)
 			continue
 		}
-		raw, ok := d.str(v, field)
+		raw, ok := m.raw(v)
 		if !ok {
+			d.fail(v, field, "expected a string, got %s", kindName(v))
 			continue
 		}
 		segs, err := parseTemplate(raw)
 		if err != nil {
 			d.fail(v, field, "%s", err)
-			continue
-		}
-		if containsFold(credentialHeaders, name) && !hasReference(segs) {
-			d.fail(v, field, "carries a credential: use a secret reference such as \"Bearer ${credential:NAME}\"")
 			continue
 		}
 		use(name, field, v, segs)
 	}
 }
 
-func (d *decoder) env(n *yaml.Node, path string, c *Connector) {
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "expected a mapping of variable names to values, got %s", kindName(n))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		name, ok := d.str(k, path)
-		if !ok {
-			continue
-		}
-		field := join(path, name)
-		if first, dup := seen[name]; dup {
-			d.fail(k, field, "duplicate variable (first at line %d)", first)
-			continue
-		}
-		seen[name] = k.Line
-		if !validEnvName(name) {
-			d.fail(k, field, "%q is not an environment variable name", clip(name))
-			continue
-		}
-		var raw string
-		switch {
-		case isNull(v):
-		case v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!bool" || v.ShortTag() == "!!float"):
-			raw = v.Value // PORT: 8080 reads as intended
-		default:
-			if raw, ok = d.str(v, field); !ok {
-				continue
+// stringValue is a value that must be a string.
+func stringValue(v *yaml.Node) (string, bool) {
+	return v.Value, v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str"
+}
+
+// headerTemplates decodes a mapping of HTTP header names to value
+// templates: no duplicate (case-insensitively), a valid name not in
+// reserved, a template that parses, and a secret reference in every
+// credential header. use resolves each good one.
+func (d *decoder) headerTemplates(e field, reserved []string, use func(name, field string, v *yaml.Node, segs []segment)) {
+	m := nameMap{names: "header names", dup: "header", canon: strings.ToLower, raw: stringValue,
+		check: func(name string) string {
+			switch {
+			case !validHeaderName(name):
+				return fmt.Sprintf("%q is not a valid HTTP header name", clip(name))
+			case containsFold(reserved, name):
+				return "is set by the MCP transport and cannot be configured"
 			}
+			return ""
+		}}
+	d.templates(e, m, func(name, field string, v *yaml.Node, segs []segment) {
+		if containsFold(credentialHeaders, name) && !hasReference(segs) {
+			d.fail(v, field, "carries a credential: use a secret reference such as \"Bearer ${credential:NAME}\"")
+			return
 		}
-		segs, err := parseTemplate(raw)
-		if err != nil {
-			d.fail(v, field, "%s", err)
-			continue
-		}
-		hasNUL := func(s string) bool { return strings.ContainsRune(s, 0) }
+		use(name, field, v, segs)
+	})
+}
+
+func (d *decoder) env(e field, c *Connector) {
+	m := nameMap{names: "variable names", dup: "variable", canon: func(s string) string { return s },
+		check: func(name string) string {
+			if !validEnvName(name) {
+				return fmt.Sprintf("%q is not an environment variable name", clip(name))
+			}
+			return ""
+		},
+		raw: func(v *yaml.Node) (string, bool) {
+			switch {
+			case isNull(v):
+				return "", true
+			case v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!bool" || v.ShortTag() == "!!float"):
+				return v.Value, true // PORT: 8080 reads as intended
+			}
+			return stringValue(v)
+		}}
+	hasNUL := func(s string) bool { return strings.ContainsRune(s, 0) }
+	d.templates(e, m, func(name, field string, v *yaml.Node, segs []segment) {
 		if value, ok := d.resolveConnectorValue(segs, v, field, c, hasNUL); ok {
 			c.Env = append(c.Env, EnvVar{Name: name, Value: NewSecret(value)})
 		}
-	}
+	})
 }
 
 // resolveConnectorValue resolves a connector header/env value. Failures do
@@ -1217,54 +1258,50 @@ func (c *Config) SetListen(addr string) error {
 // value an operator sets in the vault (console or `connecta credential
 // set`), filled in on every request. It may not share a header with
 // `headers` or with oauth.
-func (d *decoder) credential(n *yaml.Node, path string, c *Connector) {
+func (d *decoder) credential(s section[credentialShape], c *Connector) {
 	cr := &CredentialSlot{Label: DefaultCredentialLabel, Header: DefaultCredentialHeader, Scheme: DefaultCredentialScheme, Per: PerConnector}
-	if !isNull(n) {
-		fs, ok := d.fields(n, path, "label", "header", "scheme", "per")
-		if !ok {
-			return
-		}
-		if e, ok := fs["per"]; ok {
-			cr.Per = d.per(e.val, path+".per")
-		}
-		if e, ok := fs["label"]; ok {
-			if s, ok := d.str(e.val, path+".label"); ok {
-				if s = strings.TrimSpace(s); s == "" || hasControl(s) || len(s) > 80 {
-					d.fail(e.val, path+".label", "must be 1 to 80 characters without control characters")
-				} else {
-					cr.Label = s
-				}
+	fs, ok := s.in(d)
+	if !ok {
+		return
+	}
+	if e := fs.Per; e.given() {
+		cr.Per = d.per(e.val, e.path)
+	}
+	if e := fs.Label; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
+			if s = strings.TrimSpace(s); s == "" || hasControl(s) || len(s) > 80 {
+				d.fail(e.val, e.path, "must be 1 to 80 characters without control characters")
+			} else {
+				cr.Label = s
 			}
 		}
-		if e, ok := fs["header"]; ok {
-			if s, ok := d.str(e.val, path+".header"); ok {
-				if !validHeaderName(s) || containsFold(transportHeaders, s) {
-					d.fail(e.val, path+".header", "%q is not a header connecta can send", clip(s))
-				} else {
-					cr.Header = s
-				}
+	}
+	if e := fs.Header; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
+			if !validHeaderName(s) || containsFold(transportHeaders, s) {
+				d.fail(e.val, e.path, "%q is not a header connecta can send", clip(s))
+			} else {
+				cr.Header = s
 			}
 		}
-		if e, ok := fs["scheme"]; ok {
-			if isNull(e.val) {
-				cr.Scheme = ""
-			} else if s, ok := d.str(e.val, path+".scheme"); ok {
-				if hasControl(s) || strings.ContainsAny(s, " \t") || len(s) > 40 {
-					d.fail(e.val, path+".scheme", "must be one word (e.g. Bearer), or empty to send the value as is")
-				} else {
-					cr.Scheme = s
-				}
+	}
+	if e := fs.Scheme; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
+			if hasControl(s) || strings.ContainsAny(s, " \t") || len(s) > 40 {
+				d.fail(e.val, e.path, "must be one word (e.g. Bearer), or empty to send the value as is")
+			} else {
+				cr.Scheme = s
 			}
 		}
 	}
 	for _, h := range c.Headers {
 		if strings.EqualFold(h.Name, cr.Header) {
-			d.fail(n, path, "and headers.%s set the same header: remove one", h.Name)
+			d.fail(s.val, s.path, "and headers.%s set the same header: remove one", h.Name)
 			return
 		}
 	}
 	if c.OAuth != nil && strings.EqualFold(cr.Header, "Authorization") {
-		d.fail(n, path, "and oauth both set Authorization: with oauth, connecta sends the grant's access token")
+		d.fail(s.val, s.path, "and oauth both set Authorization: with oauth, connecta sends the grant's access token")
 		return
 	}
 	c.Credential = cr
@@ -1284,16 +1321,17 @@ func (d *decoder) per(n *yaml.Node, path string) string {
 	return s
 }
 
-// perCallerOn names why a per-caller key cannot apply to a connector that
-// is not a url connector: one process or server shared by every caller.
-func perCallerOn(n *yaml.Node) bool {
-	if n == nil || n.Kind != yaml.MappingNode {
+// perCallerOn reports whether a section that cannot apply (oauth or
+// credential on a connector that is not a url connector) asks for
+// per-caller values through the key pick names, so that the refusal can say
+// why: one process or server is shared by every caller. The section's own
+// mistakes are not reported: it is refused as a whole.
+func perCallerOn[T any](d *decoder, s section[T], pick func(*T) field) bool {
+	quiet := &decoder{file: d.file}
+	t, ok := s.in(quiet)
+	if !ok {
 		return false
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i].Value; (k == "grants" || k == "per") && n.Content[i+1].Value == PerCaller {
-			return true
-		}
-	}
-	return false
+	f := pick(t)
+	return f.given() && f.val.Kind == yaml.ScalarNode && f.val.Value == PerCaller
 }

@@ -2,10 +2,9 @@ package config
 
 import (
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // OIDC is `auth.oidc`: connecta as an OAuth-protected MCP resource whose
@@ -70,129 +69,127 @@ func (c *Config) AuthRequired() bool {
 
 // oidc decodes auth.oidc. publicUrl is checked by the caller once the whole
 // file is read.
-func (d *decoder) oidc(n *yaml.Node, c *Config) {
-	const path = "auth.oidc"
-	fs, ok := d.fields(n, path, "issuer", "audience", "clientId", "clientSecret", "sessionTtlMs", "callers", "operators", "scopes")
-	if !ok {
-		return
-	}
+func (d *decoder) oidc(fs *oidcShape, at section[oidcShape], c *Config) {
+	n := at.val
 	o := &OIDC{SessionTTL: DefaultOIDCSessionTTL, Line: n.Line}
-	if e, ok := fs["issuer"]; !ok {
-		d.fail(n, path+".issuer", "is required (the provider's issuer URL)")
-	} else if s, ok := d.str(e.val, path+".issuer"); ok {
+	if e := fs.Issuer; !e.given() {
+		d.fail(n, e.path, "is required (the provider's issuer URL)")
+	} else if s, ok := d.str(e.val, e.path); ok {
 		if msg := checkHTTPURL(s); msg != "" {
-			d.fail(e.val, path+".issuer", "%s", msg)
+			d.fail(e.val, e.path, "%s", msg)
 		} else if u, _ := url.Parse(s); u.Scheme != "https" && !isLoopbackHost(u.Hostname()) {
-			d.fail(e.val, path+".issuer", "%q must be https:// (http:// only for a loopback provider)", clip(s))
+			d.fail(e.val, e.path, "%q must be https:// (http:// only for a loopback provider)", clip(s))
 		} else {
 			o.Issuer = s
 		}
 	}
-	if e, ok := fs["audience"]; ok {
-		if s, ok := d.str(e.val, path+".audience"); ok {
+	if e := fs.Audience; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
 			o.Audience = s // compared with {publicUrl}/mcp in checkOIDC
 		}
 	}
-	o.ClientID = d.clientID(fs, path)
-	if e, segs, ok := d.clientSecretRef(fs, path); ok {
+	o.ClientID = d.clientID(fs.ClientID)
+	if segs, ok := d.clientSecretRef(fs.ClientSecret, fs.ClientID); ok {
+		e := fs.ClientSecret
 		value, missing := d.r.resolve(segs, d.baseDir)
 		for _, m := range missing {
-			d.fail(e.val, path+".clientSecret", "cannot resolve %s: %s", m.raw, m.reason)
+			d.fail(e.val, e.path, "cannot resolve %s: %s", m.raw, m.reason)
 		}
 		if len(missing) == 0 {
 			o.ClientSecret = NewSecret(value)
 		}
 	}
-	if e, ok := fs["sessionTtlMs"]; ok {
-		if v, ok := d.integer(e.val, path+".sessionTtlMs", minOIDCSessionTTLMs, maxOIDCSessionTTLMs); ok {
+	if e := fs.SessionTTL; e.given() {
+		if v, ok := d.integer(e.val, e.path, minOIDCSessionTTLMs, maxOIDCSessionTTLMs); ok {
 			o.SessionTTL = time.Duration(v) * time.Millisecond
 		}
 	}
-	if e, ok := fs["callers"]; !ok {
-		d.fail(n, path+".callers", "is required: who may call connecta ({any: true} admits every account of the issuer; or {emails: [...]}, or {claim: {name, value}})")
-	} else if r, ok := d.rule(e.val, path+".callers", true); ok {
+	if e := fs.Callers; !e.given() {
+		d.fail(n, e.path, "is required: who may call connecta ({any: true} admits every account of the issuer; or {emails: [...]}, or {claim: {name, value}})")
+	} else if r, ok := d.rule(e, true); ok {
 		o.Callers = r
 	}
-	if e, ok := fs["operators"]; ok {
-		if r, ok := d.rule(e.val, path+".operators", false); ok {
+	if e := fs.Operators; e.given() {
+		if r, ok := d.rule(e, false); ok {
 			o.Operators = &r
 		}
 	}
-	if e, ok := fs["scopes"]; ok {
-		o.Scopes, _ = d.scopeList(e.val, path+".scopes")
+	if e := fs.Scopes; e.given() {
+		o.Scopes, _ = d.scopeList(e.val, e.path)
 	}
 	c.Auth.OIDC = o
 }
 
 // rule decodes one callers/operators rule.
-func (d *decoder) rule(n *yaml.Node, path string, anyAllowed bool) (Rule, bool) {
-	keys := []string{"emails", "claim", "any"}
-	fs, ok := d.fields(n, path, keys...)
+func (d *decoder) rule(s section[ruleShape], anyAllowed bool) (Rule, bool) {
+	fs, ok := s.in(d)
 	if !ok {
 		return Rule{}, false
 	}
-	if e, ok := fs["any"]; ok && !anyAllowed {
-		d.fail(e.key, path+".any", "is for callers only: name operators by emails or claim")
+	n, path := s.val, s.path
+	if e := fs.Any; e.given() && !anyAllowed {
+		d.fail(e.key, e.path, "is for callers only: name operators by emails or claim")
 		return Rule{}, false
 	}
-	if len(fs) != 1 {
+	if givenOf(fs.Emails, fs.Claim.field, fs.Any) != 1 {
+		keys := keysOf(reflect.TypeFor[ruleShape]())
 		if !anyAllowed {
-			keys = keys[:2]
+			keys = keys[:len(keys)-1] // any, the last key, is for callers only
 		}
 		d.fail(n, path, "needs exactly one of %s", strings.Join(keys, ", "))
 		return Rule{}, false
 	}
 	var r Rule
-	if e, ok := fs["any"]; ok {
-		v, ok := d.boolean(e.val, path+".any")
+	if e := fs.Any; e.given() {
+		v, ok := d.boolean(e.val, e.path)
 		if !ok {
 			return r, false
 		}
 		if !v {
-			d.fail(e.val, path+".any", "must be true when given (to admit only some accounts use emails or claim)")
+			d.fail(e.val, e.path, "must be true when given (to admit only some accounts use emails or claim)")
 			return r, false
 		}
 		r.Any = true
 	}
-	if e, ok := fs["emails"]; ok {
-		list, ok := d.strList(e.val, path+".emails")
+	if e := fs.Emails; e.given() {
+		list, ok := d.strList(e.val, e.path)
 		if !ok {
 			return r, false
 		}
 		if len(list) == 0 || len(list) > maxRuleEntries {
-			d.fail(e.val, path+".emails", "must list 1 to %d addresses", maxRuleEntries)
+			d.fail(e.val, e.path, "must list 1 to %d addresses", maxRuleEntries)
 			return r, false
 		}
 		for _, s := range list {
 			at := strings.LastIndexByte(s, '@')
 			if at <= 0 || at == len(s)-1 || hasControl(s) || strings.ContainsAny(s, " \t") {
-				d.fail(e.val, path+".emails", "%q is not an email address", clip(s))
+				d.fail(e.val, e.path, "%q is not an email address", clip(s))
 				return r, false
 			}
 			r.Emails = append(r.Emails, strings.ToLower(s))
 		}
 	}
-	if e, ok := fs["claim"]; ok {
-		cf, ok := d.fields(e.val, path+".claim", "name", "value")
+	if fs.Claim.given() {
+		cf, ok := fs.Claim.in(d)
 		if !ok {
 			return r, false
 		}
 		var cr ClaimRule
 		for _, k := range []struct {
-			key string
+			f   field
 			dst *string
-		}{{"name", &cr.Name}, {"value", &cr.Value}} {
-			ce, ok := cf[k.key]
-			if !ok {
-				d.fail(e.val, path+".claim."+k.key, "is required")
+		}{{cf.Name, &cr.Name}, {cf.Value, &cr.Value}} {
+			ce := k.f
+			if !ce.given() {
+				d.fail(fs.Claim.val, ce.path, "is required")
 				return r, false
 			}
-			s, ok := d.str(ce.val, path+".claim."+k.key)
+			s, ok := d.str(ce.val, ce.path)
 			if !ok {
 				return r, false
 			}
 			if s == "" || hasControl(s) {
-				d.fail(ce.val, path+".claim."+k.key, "must be a non-empty string")
+				d.fail(ce.val, ce.path, "must be a non-empty string")
 				return r, false
 			}
 			*k.dst = s
@@ -203,30 +200,27 @@ func (d *decoder) rule(n *yaml.Node, path string, anyAllowed bool) (Rule, bool) 
 }
 
 // accessTokens decodes `accessTokens: {maxActive}`.
-func (d *decoder) accessTokens(n *yaml.Node, c *Config) {
+func (d *decoder) accessTokens(s section[accessTokensShape], c *Config) {
 	c.AccessTokens = AccessTokens{Enabled: true, MaxActive: DefaultAccessTokensMaxActive}
-	if isNull(n) {
-		return
+	if fs, ok := s.in(d); ok {
+		d.integers(numField{fs.MaxActive, 1, MaxAccessTokensMaxActive, intInto(&c.AccessTokens.MaxActive)})
 	}
-	d.section(n, "accessTokens", []numField{
-		{"maxActive", 1, MaxAccessTokensMaxActive, intInto(&c.AccessTokens.MaxActive)},
-	}, nil, nil)
 }
 
 // checkOIDC applies the rules that need the whole file: auth.oidc requires
 // publicUrl, and its audience is {publicUrl}/mcp.
-func (d *decoder) checkOIDC(c *Config, oidcNode *yaml.Node) {
+func (d *decoder) checkOIDC(c *Config, at section[oidcShape], fs *oidcShape) {
 	o := c.Auth.OIDC
 	if o == nil {
 		return
 	}
 	if c.PublicURL == "" {
-		d.fail(oidcNode, "auth.oidc", "needs publicUrl: the protected resource is {publicUrl}/mcp, and clients find its metadata there")
+		d.fail(at.key, at.path, "needs publicUrl: the protected resource is {publicUrl}/mcp, and clients find its metadata there")
 		return
 	}
 	want := strings.TrimRight(c.PublicURL, "/") + "/mcp"
 	if o.Audience != "" && o.Audience != want {
-		d.fail(oidcNode, "auth.oidc.audience", "%q must be {publicUrl}/mcp (%s), the resource clients request tokens for", clip(o.Audience), clip(want))
+		d.fail(at.key, fs.Audience.path, "%q must be {publicUrl}/mcp (%s), the resource clients request tokens for", clip(o.Audience), clip(want))
 		return
 	}
 	o.Audience = want
@@ -234,17 +228,16 @@ func (d *decoder) checkOIDC(c *Config, oidcNode *yaml.Node) {
 
 // clientID decodes an OAuth clientId (downstream oauth and auth.oidc alike):
 // a plain, non-empty identifier, never a secret reference.
-func (d *decoder) clientID(fs map[string]entry, path string) string {
-	e, ok := fs["clientId"]
-	if !ok {
+func (d *decoder) clientID(e field) string {
+	if !e.given() {
 		return ""
 	}
-	s, ok := d.str(e.val, path+".clientId")
+	s, ok := d.str(e.val, e.path)
 	if !ok {
 		return ""
 	}
 	if s == "" || hasControl(s) || strings.Contains(s, "${") {
-		d.fail(e.val, path+".clientId", "must be a plain, non-empty client identifier")
+		d.fail(e.val, e.path, "must be a plain, non-empty client identifier")
 		return ""
 	}
 	return s
@@ -254,27 +247,26 @@ func (d *decoder) clientID(fs map[string]entry, path string) string {
 // differs by owner (a connector's unresolved reference fails at use, the
 // server's refuses to boot): it needs clientId and must be a secret
 // reference, never a literal.
-func (d *decoder) clientSecretRef(fs map[string]entry, path string) (entry, []segment, bool) {
-	e, ok := fs["clientSecret"]
-	if !ok {
-		return e, nil, false
+func (d *decoder) clientSecretRef(e, clientID field) ([]segment, bool) {
+	if !e.given() {
+		return nil, false
 	}
-	if _, hasID := fs["clientId"]; !hasID {
-		d.fail(e.key, path+".clientSecret", "needs clientId")
-		return e, nil, false
+	if !clientID.given() {
+		d.fail(e.key, e.path, "needs clientId")
+		return nil, false
 	}
-	raw, ok := d.str(e.val, path+".clientSecret")
+	raw, ok := d.str(e.val, e.path)
 	if !ok {
-		return e, nil, false
+		return nil, false
 	}
 	segs, err := parseTemplate(raw)
 	switch {
 	case err != nil:
-		d.fail(e.val, path+".clientSecret", "%s", err)
-		return e, nil, false
+		d.fail(e.val, e.path, "%s", err)
+		return nil, false
 	case !hasReference(segs):
-		d.fail(e.val, path+".clientSecret", "is a credential: use a secret reference such as \"${credential:NAME}\"")
-		return e, nil, false
+		d.fail(e.val, e.path, "is a credential: use a secret reference such as \"${credential:NAME}\"")
+		return nil, false
 	}
-	return e, segs, true
+	return segs, true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -131,44 +132,29 @@ func referenceTables(t *testing.T, doc string) (top, conn, adm map[string]string
 	return top, conn, adm
 }
 
-// decoderKeys lists "section.key" (or the top-level key, for scalars) for
-// every key the decoder's source accepts.
+// The keys the decoder accepts at the top and in a connector: its shapes'
+// tags (config/shape.go).
+var (
+	topKeys       = keysOf(reflect.TypeFor[fileShape]())
+	connectorKeys = keysOf(reflect.TypeFor[connectorShape]())
+)
+
+// decoderKeys lists "section.key" (or the top-level key, for scalars and
+// lists) for every key the decoder's shapes accept.
 func decoderKeys(t *testing.T) map[string]bool {
 	t.Helper()
 	keys := map[string]bool{}
-	files, _ := filepath.Glob("*.go")
-	quoted := regexp.MustCompile(`"([A-Za-z]+)"`)
-	fields := regexp.MustCompile(`d\.fields\(\w+, "(\w+)", ((?:"\w+"(?:, )?)+)\)`)
-	section := regexp.MustCompile(`(?s)d\.section\([\w.]+, "(\w+)", \[\]numField\{(.*?)\n\t*\}, (?:\[\]string\{([^}]*)\}|nil)`)
-	numKey := regexp.MustCompile(`\{"(\w+)", `)
-	sectioned := map[string]bool{}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
+	top := reflect.TypeFor[fileShape]()
+	for i := range top.NumField() {
+		f := top.Field(i)
+		name := f.Tag.Get("yaml")
+		sec, isSection := reflect.New(f.Type).Interface().(interface{ shape() reflect.Type })
+		if !isSection {
+			keys[name] = true
 			continue
 		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range fields.FindAllStringSubmatch(string(src), -1) {
-			sectioned[m[1]] = true
-			for _, k := range quoted.FindAllStringSubmatch(m[2], -1) {
-				keys[m[1]+"."+k[1]] = true
-			}
-		}
-		for _, m := range section.FindAllStringSubmatch(string(src), -1) {
-			sectioned[m[1]] = true
-			for _, k := range numKey.FindAllStringSubmatch(m[2], -1) {
-				keys[m[1]+"."+k[1]] = true
-			}
-			for _, k := range quoted.FindAllStringSubmatch(m[3], -1) {
-				keys[m[1]+"."+k[1]] = true
-			}
-		}
-	}
-	for _, k := range topKeys {
-		if !sectioned[k] {
-			keys[k] = true
+		for _, k := range keysOf(sec.shape()) {
+			keys[name+"."+k] = true
 		}
 	}
 	return keys

@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/base64"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -46,18 +45,14 @@ var storeSchemes = []string{"memory:", "sqlite:", "postgres://", "postgresql://"
 
 // store decodes `store: {url}`. The URL may be a secret reference
 // (a PostgreSQL password); an unknown scheme refuses to boot.
-func (d *decoder) store(n *yaml.Node, c *Config) {
-	fs, ok := d.fields(n, "store", "url")
-	if !ok {
-		return
-	}
+func (d *decoder) store(fs *storeShape, n *yaml.Node, c *Config) {
 	c.Store.Given = true
-	e, ok := fs["url"]
-	if !ok {
-		d.fail(n, "store.url", "is required (memory:, sqlite:PATH or postgres://…)")
+	e := fs.URL
+	if !e.given() {
+		d.fail(n, e.path, "is required (memory:, sqlite:PATH or postgres://…)")
 		return
 	}
-	value, ok := d.secretValue(e.val, "store.url")
+	value, ok := d.secretValue(e.val, e.path)
 	if !ok {
 		return
 	}
@@ -67,10 +62,10 @@ func (d *decoder) store(n *yaml.Node, c *Config) {
 	}
 	switch {
 	case !known || (strings.HasPrefix(value, "memory:") && value != "memory:"):
-		d.fail(e.val, "store.url", "unknown scheme: use memory:, sqlite:PATH or postgres://…")
+		d.fail(e.val, e.path, "unknown scheme: use memory:, sqlite:PATH or postgres://…")
 		return
 	case value == "sqlite:":
-		d.fail(e.val, "store.url", "sqlite: needs a file path (sqlite:/var/lib/connecta/state.db)")
+		d.fail(e.val, e.path, "sqlite: needs a file path (sqlite:/var/lib/connecta/state.db)")
 		return
 	case strings.HasPrefix(value, "sqlite:"):
 		// A relative path is anchored at the config file's directory, like
@@ -94,66 +89,59 @@ func (d *decoder) anchor(p string) string {
 
 // vault decodes `vault: {keys: [{id, key}], active}`. Keys are 32 bytes in
 // standard base64, normally a secret reference.
-func (d *decoder) vault(n *yaml.Node, c *Config) {
-	fs, ok := d.fields(n, "vault", "keys", "active")
-	if !ok {
-		return
-	}
-	ke, ok := fs["keys"]
-	if !ok || ke.val.Kind != yaml.SequenceNode || len(ke.val.Content) == 0 {
-		d.fail(n, "vault.keys", "is required: a non-empty list of {id, key} (32 bytes, base64)")
+func (d *decoder) vault(fs *vaultShape, n *yaml.Node, c *Config) {
+	ke := fs.Keys
+	if !ke.given() || ke.val.Kind != yaml.SequenceNode || len(ke.val.Content) == 0 {
+		d.fail(n, ke.path, "is required: a non-empty list of {id, key} (32 bytes, base64)")
 		return
 	}
 	ids := map[string]bool{}
-	for i, item := range ke.val.Content {
-		path := fmt.Sprintf("vault.keys[%d]", i)
-		kf, ok := d.fields(item, path, "id", "key")
-		if !ok {
-			continue
-		}
+	each(d, ke, func(_ int, item *yaml.Node, kf *vaultKeyShape) {
 		var k VaultKey
-		if ie, ok := kf["id"]; !ok {
-			d.fail(item, path+".id", "is required")
-			continue
-		} else if s, ok := d.str(ie.val, path+".id"); ok {
-			switch {
-			case s == "" || len(s) > 64 || hasControl(s):
-				d.fail(ie.val, path+".id", "must be 1-64 bytes without control characters")
-				continue
-			case ids[s]:
-				d.fail(ie.val, path+".id", "%q appears twice", clip(s))
-				continue
-			}
-			ids[s] = true
-			k.ID = s
-		} else {
-			continue
+		ie := kf.ID
+		if !ie.given() {
+			d.fail(item, ie.path, "is required")
+			return
 		}
-		ve, ok := kf["key"]
+		s, ok := d.str(ie.val, ie.path)
 		if !ok {
-			d.fail(item, path+".key", "is required")
-			continue
+			return
 		}
-		value, ok := d.secretValue(ve.val, path+".key")
+		switch {
+		case s == "" || len(s) > 64 || hasControl(s):
+			d.fail(ie.val, ie.path, "must be 1-64 bytes without control characters")
+			return
+		case ids[s]:
+			d.fail(ie.val, ie.path, "%q appears twice", clip(s))
+			return
+		}
+		ids[s] = true
+		k.ID = s
+		ve := kf.Key
+		if !ve.given() {
+			d.fail(item, ve.path, "is required")
+			return
+		}
+		value, ok := d.secretValue(ve.val, ve.path)
 		if !ok {
-			continue
+			return
 		}
 		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value))
 		if err != nil || len(raw) != VaultKeyBytes {
-			d.fail(ve.val, path+".key", "must be %d bytes in standard base64 (openssl rand -base64 32)", VaultKeyBytes)
-			continue
+			d.fail(ve.val, ve.path, "must be %d bytes in standard base64 (openssl rand -base64 32)", VaultKeyBytes)
+			return
 		}
 		k.Key = NewSecret(string(raw))
 		c.Vault.Keys = append(c.Vault.Keys, k)
-	}
-	ae, ok := fs["active"]
-	if !ok {
-		d.fail(n, "vault.active", "is required: the id of the key new values are sealed under")
+	})
+	ae := fs.Active
+	if !ae.given() {
+		d.fail(n, ae.path, "is required: the id of the key new values are sealed under")
 		return
 	}
-	if s, ok := d.str(ae.val, "vault.active"); ok {
+	if s, ok := d.str(ae.val, ae.path); ok {
 		if !ids[s] {
-			d.fail(ae.val, "vault.active", "%q is not the id of any vault.keys entry", clip(s))
+			d.fail(ae.val, ae.path, "%q is not the id of any vault.keys entry", clip(s))
 			return
 		}
 		c.Vault.Active = s

@@ -24,35 +24,28 @@ const (
 	DefaultTraceServiceName = "connecta"
 )
 
-func (d *decoder) telemetry(n *yaml.Node, c *Config) {
+func (d *decoder) telemetry(fs *telemetryShape, c *Config) {
 	t := &c.Telemetry
-	fs, ok := d.fields(n, "telemetry", "otlp", "sampleRatio", "serviceName")
-	if !ok {
-		return
-	}
-	if e, ok := fs["otlp"]; ok {
-		ofs, ok := d.fields(e.val, "telemetry.otlp", "endpoint", "headers")
-		if ok {
-			if e, ok := ofs["endpoint"]; ok {
-				t.Endpoint = d.optionalHTTPURL(e.val, "telemetry.otlp.endpoint")
-			}
-			if e, ok := ofs["headers"]; ok {
-				d.telemetryHeaders(e.val, t)
-			}
+	if o, ok := fs.OTLP.in(d); ok {
+		if e := o.Endpoint; e.given() {
+			t.Endpoint = d.optionalHTTPURL(e.val, e.path)
+		}
+		if e := o.Headers; e.given() {
+			d.telemetryHeaders(e, t)
 		}
 	}
-	if e, ok := fs["sampleRatio"]; ok {
-		if v, ok := d.ratio(e.val, "telemetry.sampleRatio"); ok {
+	if e := fs.SampleRatio; e.given() {
+		if v, ok := d.ratio(e.val, e.path); ok {
 			t.SampleRatio = v
 		}
 	}
-	if e, ok := fs["serviceName"]; ok {
-		if s, ok := d.str(e.val, "telemetry.serviceName"); ok {
+	if e := fs.ServiceName; e.given() {
+		if s, ok := d.str(e.val, e.path); ok {
 			switch {
 			case strings.TrimSpace(s) == "":
-				d.fail(e.val, "telemetry.serviceName", "must not be empty")
+				d.fail(e.val, e.path, "must not be empty")
 			case len(s) > 255 || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }):
-				d.fail(e.val, "telemetry.serviceName", "must be at most 255 bytes without control characters")
+				d.fail(e.val, e.path, "must be at most 255 bytes without control characters")
 			default:
 				t.ServiceName = s
 			}
@@ -78,8 +71,8 @@ func (d *decoder) ratio(n *yaml.Node, field string) (float64, bool) {
 // each value a template that may hold secret references; an unresolvable
 // reference refuses the configuration (the collector's credential is the
 // operator's own, not a connector's that may arrive later).
-func (d *decoder) telemetryHeaders(n *yaml.Node, t *Telemetry) {
-	d.headerTemplates(n, "telemetry.otlp.headers", nil, func(name, field string, v *yaml.Node, segs []segment) {
+func (d *decoder) telemetryHeaders(e field, t *Telemetry) {
+	d.headerTemplates(e, nil, func(name, field string, v *yaml.Node, segs []segment) {
 		value, missing := d.r.resolve(segs, d.baseDir)
 		for _, m := range missing {
 			d.fail(v, field, "cannot resolve %s: %s", m.raw, m.reason)

@@ -108,6 +108,10 @@ type catalogState struct {
 	// recheck: approvals changed here (console): re-read them before
 	// serving the view again.
 	recheck bool
+	// notBefore: a stored copy fetched before this is not adopted, because
+	// the catalog was invalidated after it (a grant changed). A per-caller
+	// child built after an eviction inherits its connector's (percaller.go).
+	notBefore time.Time
 }
 
 // invalidateCatalog marks the cache stale (notifications/tools/list_changed).
@@ -117,6 +121,7 @@ func (c *connector) invalidateCatalog() {
 	defer c.mu.Unlock()
 	c.cat.dirty = true
 	c.cat.gen++
+	c.cat.notBefore = c.g.now()
 }
 
 // catalog returns the cached listing, joining or starting the one refresh in
@@ -191,7 +196,7 @@ func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 // spans) name that request's trace, though its context is not the caller's.
 func (c *connector) runRefresh(starter trace.Span) (any, error) {
 	c.mu.Lock()
-	gen, cur, dirty := c.cat.gen, c.cat.entry, c.cat.dirty
+	gen, cur, dirty, notBefore := c.cat.gen, c.cat.entry, c.cat.dirty, c.cat.notBefore
 	c.cat.recheck = false
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(trace.ContextWithSpan(c.g.life, starter), CatalogRefreshTimeout)
@@ -203,7 +208,7 @@ func (c *connector) runRefresh(starter trace.Span) (any, error) {
 		// process may not hear (it has no session when it serves a stored
 		// copy) — so replicas agree within ApprovalRecheck.
 		e := cur.derive()
-		if s, _ := c.loadStored(ctx, cur); s != nil && s != cur && s.fetchedAt.After(cur.fetchedAt) && now.Before(s.fetchedAt.Add(s.ttl)) {
+		if s, _ := c.loadStored(ctx, cur); s != nil && s != cur && s.fetchedAt.After(cur.fetchedAt) && !s.fetchedAt.Before(notBefore) && now.Before(s.fetchedAt.Add(s.ttl)) {
 			e = s
 			e.expires = e.fetchedAt.Add(e.ttl)
 		}
@@ -211,7 +216,7 @@ func (c *connector) runRefresh(starter trace.Span) (any, error) {
 		return c.install(e, gen), nil
 	}
 	stored, storedOK := c.loadStored(ctx, nil)
-	if stored != nil && !dirty && (cur == nil || stored.fetchedAt.After(cur.fetchedAt)) && now.Before(stored.fetchedAt.Add(stored.ttl)) {
+	if stored != nil && !dirty && !stored.fetchedAt.Before(notBefore) && (cur == nil || stored.fetchedAt.After(cur.fetchedAt)) && now.Before(stored.fetchedAt.Add(stored.ttl)) {
 		stored.expires = stored.fetchedAt.Add(stored.ttl)
 		c.view(ctx, stored)
 		return c.install(stored, gen), nil

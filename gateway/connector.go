@@ -76,9 +76,10 @@ type connector struct {
 	// who is the actor a per-caller connector's child belongs to (zero for
 	// the configured connector itself); callers are its children by actor,
 	// guarded by mu (percaller.go).
-	who     actor.ID
-	callers map[actor.ID]*connector
-	parent  *connector // a per-caller child's configured connector
+	who       actor.ID
+	callers   map[actor.ID]*callerChild
+	lastSweep time.Time  // the last idle-child sweep (percaller.go)
+	parent    *connector // a per-caller child's configured connector
 }
 
 type healthState struct {
@@ -513,8 +514,8 @@ func (c *connector) close() {
 	children := c.callers
 	c.callers = nil
 	c.mu.Unlock()
-	for _, cc := range children {
-		cc.close()
+	for _, ch := range children {
+		ch.c.close()
 	}
 	if ls != nil {
 		ls.dead.Store(true)

@@ -328,7 +328,9 @@ func (g *Gateway) Tools(ctx context.Context, connectorID string) ([]Tool, error)
 	if c == nil {
 		return nil, UnknownConnector(connectorID)
 	}
-	snap, gerr := c.forCaller(ctx).catalog(ctx, connectorID)
+	cc, hold := c.forCaller(ctx)
+	defer hold.release()
+	snap, gerr := cc.catalog(ctx, connectorID)
 	if gerr != nil {
 		return nil, gerr
 	}

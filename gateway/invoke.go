@@ -194,7 +194,8 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 		denied = true
 		return finish(UnknownAddress(req.Front, req.Address))
 	}
-	c = c.forCaller(ctx) // a per-caller connector: the calling actor's own (percaller.go)
+	c, hold := c.forCaller(ctx) // a per-caller connector: the calling actor's own (percaller.go)
+	defer hold.release()
 	resolved = c
 
 	timeout := req.Timeout

@@ -49,6 +49,12 @@ const (
 	// sessionDeleteTimeout bounds the best-effort session-termination DELETE
 	// (the SDK's own bound is 5 s).
 	sessionDeleteTimeout = time.Second
+
+	// MaxCallerChildren bounds a per-caller connector's children kept in
+	// memory; past it the least recently used idle one is closed.
+	MaxCallerChildren = 1024
+	// CallerChildIdle is how long an unused per-caller child is kept.
+	CallerChildIdle = 30 * time.Minute
 )
 
 // Downstream protocol versions (versionNegotiation, connect). Under auto the

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,7 +54,8 @@ func (c *callerCredentials) set(id string, who actor.ID, v string) {
 
 // keyedDownstream is a go-sdk HTTP server that refuses requests without an
 // X-Key, answers whoami with the key it received, and lists one extra tool
-// named after the key (so each caller's catalog is its own).
+// named after the key (so each caller's catalog is its own); it counts the
+// tools/list requests it answers.
 func keyedDownstream(t *testing.T) (string, *atomic.Int64) {
 	t.Helper()
 	var lists atomic.Int64
@@ -77,7 +80,11 @@ func keyedDownstream(t *testing.T) (string, *atomic.Int64) {
 			return
 		}
 		if r.Method == http.MethodPost {
-			lists.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"method":"tools/list"`)) {
+				lists.Add(1)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		handler.ServeHTTP(w, r)
 	}))
@@ -184,6 +191,110 @@ func TestPerCaller_EachActorsOwnCredentialAndCatalog(t *testing.T) {
 	}
 }
 
+// TestPerCaller_IdleChildrenAreEvicted: a per-caller connector keeps at most
+// MaxCallerChildren children and closes one idle for CallerChildIdle; a
+// child a call holds is never closed under it, and an evicted actor's next
+// call works again from the stored catalog (no tools/list), unless a grant
+// changed after that copy was stored.
+func TestPerCaller_IdleChildrenAreEvicted(t *testing.T) {
+	url, lists := keyedDownstream(t)
+	creds := &callerCredentials{values: map[string]string{}}
+	clk := newClock()
+	g, err := New(context.Background(), Options{
+		Connectors:  []ConnectorSpec{{ID: "k", URL: url, PerCaller: true, Credential: &CredentialSlot{Header: "X-Key"}}},
+		Credentials: creds,
+		Store:       store.NewMemory(),
+		CallTimeout: 10 * time.Second,
+		CatalogTTL:  2 * CallerChildIdle,
+		Now:         clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c := g.lookup("k")
+	children := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.callers)
+	}
+	actorN := func(i int) actor.ID { return actor.OIDCSubject(fmt.Sprintf("sub-%d", i)) }
+	ctxOf := func(i int) context.Context { return WithActor(context.Background(), actorN(i)) }
+
+	// The bound: one more actor than MaxCallerChildren evicts the least
+	// recently used idle child, and not the one held by a call.
+	_, held := c.forCaller(ctxOf(0))
+	for i := 1; i <= MaxCallerChildren; i++ {
+		clk.advance(time.Millisecond)
+		_, h := c.forCaller(ctxOf(i))
+		h.release()
+	}
+	if n := children(); n != MaxCallerChildren {
+		t.Fatalf("%d children, want %d", n, MaxCallerChildren)
+	}
+	c.mu.Lock()
+	_, kept0 := c.callers[actorN(0)]
+	_, kept1 := c.callers[actorN(1)]
+	c.mu.Unlock()
+	if !kept0 || kept1 {
+		t.Fatalf("held sub-0 kept %v (want true), least recently used sub-1 kept %v (want false)", kept0, kept1)
+	}
+	// Idle for CallerChildIdle: closed at the next sweep, except the held one.
+	clk.advance(CallerChildIdle)
+	_, h := c.forCaller(ctxOf(0))
+	h.release()
+	if n := children(); n != 1 {
+		t.Fatalf("%d children after the idle period, want the held one", n)
+	}
+	held.release()
+
+	// An evicted actor comes back through the stored catalog.
+	creds.set("k", actorN(5000), "key-5000")
+	call := func() *Error {
+		scope := g.NewScope()
+		defer scope.Close()
+		_, gerr := g.Invoke(WithActor(context.Background(), actorN(5000)), scope, CallRequest{Address: "k.whoami", Front: FrontDoorProgram, Source: "execute_code", RequestID: "r"})
+		return gerr
+	}
+	if gerr := call(); gerr != nil {
+		t.Fatal(gerr)
+	}
+	clk.advance(CallerChildIdle)
+	_, h = c.forCaller(ctxOf(1)) // a sweep evicts 5000's child
+	h.release()
+	c.mu.Lock()
+	_, still := c.callers[actorN(5000)]
+	c.mu.Unlock()
+	if still {
+		t.Fatal("sub-5000's idle child was not evicted")
+	}
+	// Within the TTL the rebuilt child adopts the stored catalog: no
+	// tools/list.
+	before := lists.Load()
+	if gerr := call(); gerr != nil {
+		t.Fatal(gerr)
+	}
+	if n := lists.Load() - before; n != 0 {
+		t.Fatalf("the rebuilt child listed %d times; the stored catalog was fresh", n)
+	}
+	// A grant change after that copy was stored: the rebuilt child lists anew.
+	c.mu.Lock()
+	evicted := c.evictLocked(clk.Now(), 0)
+	c.mu.Unlock()
+	for _, cc := range evicted {
+		cc.close()
+	}
+	clk.advance(time.Millisecond)
+	g.InvalidateCatalog("k")
+	before = lists.Load()
+	if gerr := call(); gerr != nil {
+		t.Fatal(gerr)
+	}
+	if n := lists.Load() - before; n != 1 {
+		t.Fatalf("after a grant change the rebuilt child listed %d times, want 1: it adopted a copy stored before the change", n)
+	}
+}
+
 // TestPerCaller_RefusedWithSharedSession: the gateway refuses a per-caller
 // spec that shares one session (config refuses it first, with file:line).
 func TestPerCaller_RefusedWithSharedSession(t *testing.T) {
@@ -211,13 +322,16 @@ func BenchmarkForCaller(b *testing.B) {
 	ctxs := make([]context.Context, 1000)
 	for i := range ctxs {
 		ctxs[i] = WithActor(context.Background(), actor.OIDCSubject(fmt.Sprintf("00u%04dabcd-1234-5678-9abc-def012345678", i))) // a UUID-sized sub
-		c.forCaller(ctxs[i])
+		_, hold := c.forCaller(ctxs[i])
+		hold.release()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if c.forCaller(ctxs[i%len(ctxs)]) == c {
+		cc, hold := c.forCaller(ctxs[i%len(ctxs)])
+		if cc == c {
 			b.Fatal("no child")
 		}
+		hold.release()
 	}
 }

@@ -242,7 +242,7 @@ func TestVerifier_KeyRotation(t *testing.T) {
 			t.Fatalf("after rotating to %s keys: %v", prefix, rej)
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // past KeyRefreshInterval (a real provider: no fake clock)
 	_, rej := v.Verify(ctx, old)
 	wantRefusal(t, "a token of a dropped key", rej, 401, inbound.ReasonUnknownKey)
 }

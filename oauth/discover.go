@@ -28,7 +28,7 @@ const probeBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"prot
 // discover runs the MCP authorization discovery for c: the unauthenticated
 // request's challenge, the protected resource metadata (RFC 9728), the
 // authorization server metadata (RFC 8414 / OIDC discovery).
-func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Error) {
+func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, strings.NewReader(probeBody))
 	if err != nil {
 		return nil, authRequired("connector %q: url %q is not usable: %v", c.ID, origin(c.URL), err)
@@ -46,15 +46,15 @@ func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Err
 		challenges, _ = oauthex.ParseWWWAuthenticate(res.Header.Values("WWW-Authenticate"))
 	}
 
-	prm, perr := m.resourceMetadata(ctx, c.URL, challenges)
-	if perr != nil {
-		return nil, perr
+	prm, err := m.resourceMetadata(ctx, c.URL, challenges)
+	if err != nil {
+		return nil, err
 	}
 	issuer := prm.AuthorizationServers[0]
 	asm, err := auth.GetAuthServerMetadata(ctx, issuer, m.http)
 	if err != nil {
-		if rerr := m.unreachable(ctx, "the authorization server", issuer); rerr != nil {
-			return nil, rerr
+		if uerr := m.unreachable(ctx, "the authorization server", issuer); uerr != nil {
+			return nil, uerr
 		}
 		return nil, authRequired("the authorization server metadata of %s was refused: %s", origin(issuer), clip(err.Error()))
 	}
@@ -84,7 +84,7 @@ func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Err
 // resource_metadata URL, the path-inserted well-known URL and the root one;
 // the SDK checks each document's resource against the one asked for, so a
 // document naming another resource is refused.
-func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenges []oauthex.Challenge) (*oauthex.ProtectedResourceMetadata, *Error) {
+func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenges []oauthex.Challenge) (*oauthex.ProtectedResourceMetadata, error) {
 	type candidate struct{ url, resource string }
 	var cands []candidate
 	named := false // the challenge named a document
@@ -117,8 +117,8 @@ func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenge
 		}
 		return prm, nil
 	}
-	if rerr := m.unreachable(ctx, "the downstream", mcpURL); rerr != nil {
-		return nil, rerr
+	if err := m.unreachable(ctx, "the downstream", mcpURL); err != nil {
+		return nil, err
 	}
 	if !named {
 		// No challenge named a document and none is at the well-known
@@ -138,7 +138,7 @@ func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenge
 // unreachable tells a server that is down from one that answered badly:
 // the SDK's discovery errors do not keep their types, so a failed fetch is
 // followed by one plain request to the same origin.
-func (m *Manager) unreachable(ctx context.Context, what, rawURL string) *Error {
+func (m *Manager) unreachable(ctx context.Context, what, rawURL string) error {
 	o := origin(rawURL)
 	if o == "" {
 		return nil
@@ -172,7 +172,7 @@ type client struct {
 // client, a client ID metadata document (when the server supports them and
 // publicUrl is HTTPS, as the document's URL must be), dynamic registration
 // (reused from the store while issuer and redirect URI are unchanged).
-func (m *Manager) identify(ctx context.Context, c *Connector, asm *oauthex.AuthServerMeta) (*client, *Error) {
+func (m *Manager) identify(ctx context.Context, c *Connector, asm *oauthex.AuthServerMeta) (*client, error) {
 	redirect := m.RedirectURL(c.ID)
 	if c.ClientID != "" {
 		cl := &client{Issuer: asm.Issuer, Redirect: redirect, ID: c.ClientID, Secret: c.ClientSecret, Kind: "configured", AuthStyle: oauth2.AuthStyleInParams}

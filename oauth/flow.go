@@ -85,14 +85,19 @@ type Caller struct {
 // (forcing over it is for operators only), pending with the same URL while
 // a started flow is unexpired, otherwise a new flow's authorization URL.
 func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Caller) (*Status, *Error) {
+	st, err := m.authorize(ctx, id, force, who)
+	return st, asError(err)
+}
+
+func (m *Manager) authorize(ctx context.Context, id string, force bool, who Caller) (*Status, error) {
 	c := m.connector(id)
-	o, oerr := m.owner(id, who.Who)
-	if oerr != nil {
-		return nil, oerr
+	o, err := m.owner(id, who.Who)
+	if err != nil {
+		return nil, err
 	}
-	g, gerr := m.stored(ctx, o)
-	if gerr != nil {
-		return nil, gerr
+	g, err := m.stored(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	var extra []string // step-up: scopes beyond the grant's
 	if g != nil {
@@ -126,9 +131,9 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	defer unlock()
 	if !force || len(extra) > 0 {
 		var f flow
-		ok, ferr := m.load(ctx, id, o.name(nameFlow), &f)
-		if ferr != nil {
-			return nil, ferr
+		ok, err := m.load(ctx, id, o.name(nameFlow), &f)
+		if err != nil {
+			return nil, err
 		}
 		// A step-up reuses a pending flow only when it asks for the scopes.
 		if ok && m.now().Before(f.ExpiresAt) && len(union(f.Scopes, extra)) == len(f.Scopes) {
@@ -143,9 +148,9 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	if g != nil && len(extra) > 0 {
 		granted = union(g.Scopes, extra) // the union of granted and required
 	}
-	f, ferr := m.start(ctx, c, o, who, granted)
-	if ferr != nil {
-		return nil, ferr
+	f, err := m.start(ctx, c, o, who, granted)
+	if err != nil {
+		return nil, err
 	}
 	st := m.pendingStatus(c, f, StatusAuthorizationRequired)
 	if len(extra) > 0 {
@@ -175,7 +180,7 @@ func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
 // any pending one).
 // A step-up passes stepUp, the granted scopes with the required ones: the
 // flow asks for those besides what it would ask for anyway.
-func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, stepUp []string) (*flow, *Error) {
+func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, stepUp []string) (*flow, error) {
 	d, err := m.discover(ctx, c)
 	if err != nil {
 		return nil, err
@@ -351,7 +356,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 // takeFlow returns the connector's flow if state is its state and it has
 // not expired, deleting it first so that it is used once, whichever replica
 // asks; nil when there is none or it does not match.
-func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, *Error) {
+func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, error) {
 	var f flow
 	ok, err := m.load(ctx, o.id, o.name(nameFlow), &f)
 	if err != nil || !ok {

@@ -224,7 +224,7 @@ func (m *Manager) grantChanged(id string) {
 }
 
 // load reads and decodes a sealed value; (false, nil) when absent.
-func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool, *Error) {
+func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool, error) {
 	raw, err := m.opts.Store.Open(ctx, connector, name)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
@@ -240,7 +240,7 @@ func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool
 	return true, nil
 }
 
-func (m *Manager) save(ctx context.Context, connector, name string, v any) *Error {
+func (m *Manager) save(ctx context.Context, connector, name string, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return storeFailed("encode the "+name, err)

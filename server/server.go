@@ -3,6 +3,13 @@
 // server shared by every request) or over stdio, with request admission before auth,
 // bearer tokens, a body cap, origin protection, /health, /metrics and
 // /activity.
+//
+// Failures keep their concrete types where this package writes their
+// fields: checkAuthorizationShape and verifyBearer return *inbound.Rejection
+// (refuse writes its status, reason and message), and the helpers that build
+// a tool's typed failure return *gateway.Error (failureResult renders it).
+// The argument decoders (parseArgs, parseCallArgs and toolArgs' methods)
+// return error: their callers only pass it on.
 package server
 
 import (
@@ -499,6 +506,11 @@ type healthExecutor struct {
 	Child string `json:"child,omitempty"` // supervisor.ChildEmbedded | ChildSelf
 }
 
+// AdmissionPolicy is /health's admission.policy: requests are served
+// round-robin between callers, each capped (docs/DECISIONS.md "Request
+// admission"). The Node peer's "global-fifo" no longer describes the queue.
+const AdmissionPolicy = "per-caller-fair"
+
 type healthAdmission struct {
 	Policy   string            `json:"policy"`
 	Requests AdmissionSnapshot `json:"requests"`
@@ -519,7 +531,7 @@ func (s *Server) Health() HealthReport {
 		CatalogDrift:    s.opts.Gateway.CatalogDrift(),
 		Server:          healthServer{Name: s.opts.Name, Version: s.opts.Version},
 		Admission: healthAdmission{
-			Policy:   "global-fifo",
+			Policy:   AdmissionPolicy,
 			Requests: s.admission.snapshot(),
 			Code:     map[string]bool{"managedByExecutor": true},
 

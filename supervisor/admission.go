@@ -47,7 +47,7 @@ func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics, log *s
 	return &admission{q: q, slots: slots, maxQueue: maxQueue, timeout: timeout, m: m, log: log}
 }
 
-func (a *admission) overloaded(ctx context.Context, msg string) *ExecError {
+func (a *admission) overloaded(ctx context.Context, msg string) error {
 	a.log.WarnContext(ctx, "execution rejected: executor overloaded", "reason", msg, "slots", a.slots, "maxQueue", a.maxQueue)
 	return &ExecError{Code: CodeOverloaded, Message: msg, Retryable: true, RetryAfterMs: a.timeout.Milliseconds()}
 }

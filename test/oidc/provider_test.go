@@ -115,7 +115,7 @@ func TestProviderProtectsMCPServer(t *testing.T) {
 	}
 
 	// Refresh (the access token lives 2 s).
-	time.Sleep(2100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond) // the provider is a real process: its clock, no fake one
 	fresh, err := cfg.TokenSource(ctx, tok).Token()
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,18 @@
-// Package testkit holds the two helpers tests across the repository kept
+// Package testkit holds the helpers tests across the repository kept
 // writing for themselves: a Buffer that a process's or a logger's writer
-// goroutine and the test may share, and Eventually, a poll with a deadline
-// and a message for a condition another goroutine or process makes true.
+// goroutine and the test may share; Eventually, a poll with a deadline and
+// a message for a condition another goroutine or process makes true (Poll
+// when the failure message needs what is known only at the deadline); and
+// GoroutinesAtMost, for goroutines that end after a Close returned.
+// A wait on the clock itself (a TTL, a backoff) is testing/synctest's
+// where no real process or network is involved, not a poll.
 // It imports nothing of ours.
 package testkit
 
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -58,4 +63,17 @@ func Poll(within time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(PollInterval)
 	}
+}
+
+// GoroutinesAtMost waits until at most n goroutines run — what a Close
+// stopped ends on its own schedule — and fails the test with every
+// goroutine's stack when within passes first.
+func GoroutinesAtMost(t testing.TB, within time.Duration, n int) {
+	t.Helper()
+	if Poll(within, func() bool { return runtime.NumGoroutine() <= n }) {
+		return
+	}
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	t.Fatalf("after %v: %d goroutines, want at most %d\n%s", within, runtime.NumGoroutine(), n, buf)
 }
