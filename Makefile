@@ -258,7 +258,10 @@ load: build
 # pinned in test/jaeger/go.mod, its own module so the product's module graph
 # stays small) into test/jaeger/bin/jaeger, which test/traces starts as the
 # OTLP collector and reads traces back from. Go's build cache keeps it: a
-# cold build is ~20 min of wall on 2 shared cores, a warm one seconds.
+# cold build is ~20 min of wall on 2 shared cores (its ~570 modules fetched,
+# ~2,300 packages compiled, 45 % of them storage backends its jaeger_storage
+# extension links whatever the config), a warm one seconds; .ci/run starts it
+# in the background first thing and waits for it before test/traces.
 jaeger:
 	cd test/jaeger && $(GO) build -o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 

@@ -295,7 +295,7 @@ func (c *connector) session(ctx context.Context) (*liveSession, error) {
 		}
 		c.mu.Unlock()
 		if c.kind == kindStdio && ctx.Err() == nil {
-			c.logger.Warn("stdio server could not be started", "reason", c.boundText(err.Error()), "stderrTail", c.stderr.String())
+			c.logger.WarnContext(ctx, "stdio server could not be started", "reason", c.boundText(err.Error()), "stderrTail", c.stderr.String())
 		}
 		return nil, err
 	}

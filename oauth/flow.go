@@ -276,7 +276,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	q := r.URL.Query()
 	state := q.Get("state")
 	if c == nil || state == "" {
-		m.log.Warn("oauth callback refused: unknown connector or no state", "connector", clip(id))
+		m.log.WarnContext(ctx, "oauth callback refused: unknown connector or no state", "connector", clip(id))
 		return fail(http.StatusBadRequest, couldNotComplete)
 	}
 	// A per-caller flow is the signed-in person's own: the browser must have
@@ -290,22 +290,22 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 			who, ok = m.opts.SessionActor(r)
 		}
 		if !ok || who.Kind != actor.OIDC {
-			m.log.Warn("oauth callback refused: per-caller connector and no console session in this browser", "connector", id)
+			m.log.WarnContext(ctx, "oauth callback refused: per-caller connector and no console session in this browser", "connector", id)
 			return fail(http.StatusForbidden, fmt.Sprintf("Connector %q connects each person's own account, and this browser is not signed in to connecta. Nothing was granted. Sign in at %s/me as the person who asked for the link, then ask your assistant to call authorize_connector again and open the new link in this browser.", id, m.opts.PublicURL))
 		}
 		o.who = who
 	}
 	f, ferr := m.takeFlow(ctx, o, state)
 	if ferr != nil {
-		m.log.Error("oauth callback: store failed", "connector", id, "err", ferr.Error())
+		m.log.ErrorContext(ctx, "oauth callback: store failed", "connector", id, "err", ferr.Error())
 		return fail(http.StatusServiceUnavailable, "connecta could not reach its store; nothing was changed. Try the link again shortly.")
 	}
 	if f == nil && c.PerCaller {
-		m.log.Warn("oauth callback refused: the state is not a flow of the signed-in actor (someone else's, expired or replayed)", "connector", id)
+		m.log.WarnContext(ctx, "oauth callback refused: the state is not a flow of the signed-in actor (someone else's, expired or replayed)", "connector", id)
 		return fail(http.StatusBadRequest, "This authorization link was not started by the person signed in to connecta in this browser, or it is expired or already used. Nothing was granted: a link connects only the account of the person who asked for it. Ask your assistant to call authorize_connector for a link of your own.")
 	}
 	if f == nil {
-		m.log.Warn("oauth callback refused: unknown, expired or replayed state", "connector", id)
+		m.log.WarnContext(ctx, "oauth callback refused: unknown, expired or replayed state", "connector", id)
 		return fail(http.StatusBadRequest, couldNotComplete)
 	}
 	if e := q.Get("error"); e != "" {
@@ -317,7 +317,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		return fail(http.StatusBadRequest, text+". Nothing was changed. To try again, ask your assistant to call authorize_connector for a new link.")
 	}
 	if iss := q.Get("iss"); (iss != "" && iss != f.Issuer) || (iss == "" && f.IssParameter) {
-		m.log.Warn("oauth callback refused: issuer mismatch (RFC 9207)", "connector", id)
+		m.log.WarnContext(ctx, "oauth callback refused: issuer mismatch (RFC 9207)", "connector", id)
 		return fail(http.StatusBadRequest, "The response did not come from the authorization server this flow started with. Nothing was changed; ask for a new link.")
 	}
 	code := q.Get("code")
@@ -346,7 +346,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
 	}
 	if err := m.putGrant(ctx, o, g); err != nil {
-		m.log.Error("oauth callback: could not store the grant", "connector", id, "err", err.Error())
+		m.log.ErrorContext(ctx, "oauth callback: could not store the grant", "connector", id, "err", err.Error())
 		return fail(http.StatusServiceUnavailable, "connecta could not store the grant; nothing was changed. Ask for a new link and try again.")
 	}
 	m.audit(ctx, AuditRecord{Connector: id, Action: "granted", Actor: f.StartedBy, Owner: o.display(), Issuer: f.Issuer, Outcome: "ok"})

@@ -183,7 +183,7 @@ func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant,
 		}
 		m.metrics.refreshed(id, "failed")
 		e := exchangeFailed(err, g.TokenURL)
-		m.log.Warn("oauth: refresh failed; the grant is kept", "connector", id, "code", string(e.Code), "message", e.Message)
+		m.log.WarnContext(ctx, "oauth: refresh failed; the grant is kept", "connector", id, "code", string(e.Code), "message", e.Message)
 		if e.Code == CodeAuthRequired {
 			// The server answered, but not with a token; the grant may
 			// still be good, so it is kept and the call is not retried.

@@ -229,7 +229,7 @@ func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		// A value this binary cannot read is as good as absent; say so once.
-		m.log.Error("oauth: stored value is unreadable; treating it as missing", "connector", connector, "name", name)
+		m.log.ErrorContext(ctx, "oauth: stored value is unreadable; treating it as missing", "connector", connector, "name", name)
 		return false, nil
 	}
 	return true, nil

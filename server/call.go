@@ -138,7 +138,7 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 	}
 	out, err := s.callSuccess(ctx, res, c, shaped, start, callDone)
 	if isStoreDown(err) {
-		s.log.Warn("call_tool: the result needed the stash and the store is unavailable", "error", err.Error())
+		s.log.WarnContext(ctx, "call_tool: the result needed the stash and the store is unavailable", "error", err.Error())
 		return s.callFailure(storeUnavailable(err), c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil
 	}
 	if err != nil {

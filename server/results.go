@@ -35,7 +35,7 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 	}
 	page, err := s.opts.Stash.Get(ctx, callerOf(ctx), id, int(offset), int(maxBytes))
 	if isStoreDown(err) {
-		s.log.Warn("get_result: store unavailable", "error", err.Error())
+		s.log.WarnContext(ctx, "get_result: store unavailable", "error", err.Error())
 		return failureResult(storeUnavailable(err)), nil
 	}
 	if err != nil {

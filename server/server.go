@@ -352,6 +352,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 		})
 	}
 	srv.AddReceivingMiddleware(metaLogLevelMiddleware)
+	srv.AddReceivingMiddleware(s.requestSpans) // outermost: the span covers the others
 	return srv
 }
 
@@ -408,7 +409,7 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 			info.flush.stream.Store(st)
 		}
 	}
-	ctx, span := s.startRequestSpan(ctx, info, t.tool.Name, meta)
+	ctx, span := s.startRequestSpan(ctx, info, "tools/call", t.tool.Name, meta)
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)
 	outcome := "success"
