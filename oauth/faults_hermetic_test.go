@@ -117,6 +117,27 @@ func waitFor(t *testing.T, ctx context.Context, ch <-chan struct{}, what string)
 	}
 }
 
+// heldRefresh is a hermetic rig whose access token has expired, on a token
+// endpoint held (HoldServing): the next call's refresh waits there.
+func heldRefresh(t *testing.T, ctx context.Context) (*rig, *idptest.Held) {
+	t.Helper()
+	r, p := hermeticRig(t, ctx)
+	r.clk.advance(10 * time.Minute) // past the access token's lifetime
+	return r, p.HoldServing(t)
+}
+
+// abandonedRefresh is heldRefresh with a call whose caller gave up while
+// its refresh waited at the token endpoint; err is what that call got.
+func abandonedRefresh(t *testing.T, ctx context.Context) (r *rig, held *idptest.Held, err error) {
+	t.Helper()
+	r, held = heldRefresh(t, ctx)
+	callCtx, giveUp := context.WithCancel(ctx)
+	done := callTracker(r, callCtx)
+	waitFor(t, ctx, held.Arrived, "the refresh at the token endpoint")
+	giveUp()
+	return r, held, <-done
+}
+
 // A refresh whose caller gives up while the authorization server works on
 // it is not lost. The server rotates the refresh token (and would take the
 // spent one, sent again, as reuse: invalid_grant, the chain revoked); the
@@ -126,14 +147,8 @@ func waitFor(t *testing.T, ctx context.Context, ch <-chan struct{}, what string)
 func TestRefresh_CallerGivingUpStillStoresTheRotatedToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, p := hermeticRig(t, ctx)
-	r.clk.advance(10 * time.Minute) // past the access token's lifetime
-	held := p.HoldServing(t)
-	callCtx, giveUp := context.WithCancel(ctx)
-	done := callTracker(r, callCtx)
-	waitFor(t, ctx, held.Arrived, "the refresh at the token endpoint")
-	giveUp()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	r, held, err := abandonedRefresh(t, ctx)
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("the call that gave up: %v, want its context's error", err)
 	}
 	held.Release()
@@ -155,9 +170,7 @@ func TestRefresh_CallerGivingUpStillStoresTheRotatedToken(t *testing.T) {
 func TestRefresh_ConcurrentCallersShareOneRefresh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, p := hermeticRig(t, ctx)
-	r.clk.advance(10 * time.Minute)
-	held := p.HoldServing(t)
+	r, held := heldRefresh(t, ctx)
 	first := callTracker(r, ctx)
 	waitFor(t, ctx, held.Arrived, "the first refresh at the token endpoint")
 	var others []<-chan error
@@ -209,14 +222,7 @@ func TestRefresh_UnansweredWithinItsBoundKeepsTheGrant(t *testing.T) {
 func TestClose_WaitsForTheRefreshInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, p := hermeticRig(t, ctx)
-	r.clk.advance(10 * time.Minute)
-	held := p.HoldServing(t)
-	callCtx, giveUp := context.WithCancel(ctx)
-	done := callTracker(r, callCtx)
-	waitFor(t, ctx, held.Arrived, "the refresh at the token endpoint")
-	giveUp()
-	<-done
+	r, held, _ := abandonedRefresh(t, ctx)
 	closed := make(chan struct{})
 	go func() { r.m.Close(); close(closed) }()
 	held.Release()

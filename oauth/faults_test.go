@@ -512,24 +512,6 @@ func TestRefreshSendsResource(t *testing.T) {
 	}
 }
 
-// A 2025-03-26 downstream publishes no protected resource metadata and its
-// challenge names none: the authorization server is the one at the MCP
-// server's origin, as that revision specified.
-func TestDiscovery_2025_03_26FallsBackToTheOriginsAuthorizationServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b := newBadServer(t)
-	b.legacy = true
-	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
-	st, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
-	if err != nil {
-		t.Fatalf("authorize: %v", err)
-	}
-	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
-		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
-	}
-}
-
 // A 2025-03-26 downstream's metadata document sits at its origin, and the
 // revision names no issuer: the document's own is taken when it is on that
 // origin, even under a path (the conformance suite's
@@ -557,11 +539,13 @@ func TestDiscovery_2025_03_26TakesTheDocumentsIssuerOnTheOriginOnly(t *testing.T
 	}
 }
 
-// A 2025-03-26 downstream's metadata document at its origin is fetched
-// once: connecta reads its issuer and the SDK validates that same copy, so a
-// document the SDK would refuse (no PKCE, a script URL for an endpoint) is
-// still refused, with no second request.
-func TestDiscovery_2025_03_26FetchesTheOriginsMetadataOnce(t *testing.T) {
+// A 2025-03-26 downstream publishes no protected resource metadata and its
+// challenge names none: the authorization server is the one at the MCP
+// server's origin, as that revision specified. Its metadata document is
+// fetched once: connecta reads its issuer and the SDK validates that same
+// copy, so a document the SDK would refuse (no PKCE, a script URL for an
+// endpoint) is still refused, with no second request.
+func TestDiscovery_2025_03_26UsesTheOriginsMetadataFetchedOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := newBadServer(t)
@@ -587,8 +571,8 @@ func TestDiscovery_2025_03_26FetchesTheOriginsMetadataOnce(t *testing.T) {
 		b.asm = tc.asm
 		st, err := m.Authorize(ctx, "tracker", true, oauth.Caller{Operator: true})
 		switch {
-		case tc.refuse == "" && (err != nil || st.Status != oauth.StatusAuthorizationRequired):
-			t.Errorf("%s: %+v %v, want a flow", tc.what, st, err)
+		case tc.refuse == "" && (err != nil || st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?")):
+			t.Errorf("%s: %+v %v, want a flow at %s/authorize", tc.what, st, err, b.srv.URL)
 		case tc.refuse != "" && (err == nil || err.Code != oauth.CodeAuthRequired || !strings.Contains(err.Message, tc.refuse)):
 			t.Errorf("%s: %+v %v, want auth_required naming %s", tc.what, st, err, tc.refuse)
 		}
