@@ -1,8 +1,9 @@
-// Package testkit holds the two helpers tests across the repository kept
+// Package testkit holds the helpers tests across the repository kept
 // writing for themselves: a Buffer that a process's or a logger's writer
-// goroutine and the test may share, and Eventually, a poll with a deadline
-// and a message for a condition another goroutine or process makes true.
-// It imports nothing of ours.
+// goroutine and the test may share; Eventually, a poll with a deadline
+// and a message for a condition another goroutine or process makes true;
+// and VersionedMCP, a downstream that speaks only the protocol versions it
+// is given and records what it is sent. It imports nothing of ours.
 package testkit
 
 import (
