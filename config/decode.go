@@ -656,9 +656,8 @@ func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidc *oidcSha
 				t.Operator = oe.val.Value == "true"
 			}
 		}
-		if ne := tf.Name; !ne.given() {
-			d.fail(item, ne.path, "is required (the actor recorded in activity)")
-		} else if s, ok := d.str(ne.val, ne.path); ok {
+		ne := tf.Name
+		if s, ok := d.required(item, ne, " (the actor recorded in activity)"); ok {
 			// The name is the actor (docs/DECISIONS.md "Actors"): a shape
 			// that can never read as another actor, and one token per name.
 			if err := actor.ValidStaticName(s); err != nil {
@@ -675,24 +674,8 @@ func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidc *oidcSha
 			d.fail(item, te.path, "is required")
 			continue
 		}
-		raw, ok := d.str(te.val, te.path)
+		value, raw, ok := d.secret(te.val, te.path, "tokens")
 		if !ok {
-			continue
-		}
-		segs, err := parseTemplate(raw)
-		if err != nil {
-			d.fail(te.val, te.path, "%s", err)
-			continue
-		}
-		if !hasReference(segs) {
-			d.fail(te.val, te.path, "must be a secret reference (${env:NAME}, ${file:PATH} or ${credential:NAME}); literal tokens are refused")
-			continue
-		}
-		value, missing := d.r.resolve(segs, d.baseDir)
-		if missing != nil {
-			for _, m := range missing {
-				d.fail(te.val, te.path, "cannot resolve %s: %s", m.raw, m.reason)
-			}
 			continue
 		}
 		if strings.ContainsFunc(value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
@@ -740,9 +723,8 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 	c := Connector{Line: n.Line, CallAdmission: DefaultCallAdmission()}
 	at := connectorAt{oauth: fs.OAuth.field}
 	before := len(d.errs)
-	if e := fs.ID; !e.given() {
-		d.fail(n, e.path, "is required (%s)", ConnectorIDPattern)
-	} else if s, ok := d.str(e.val, e.path); ok {
+	if s, ok := d.required(n, fs.ID, " ("+ConnectorIDPattern+")"); ok {
+		e := fs.ID
 		switch first, dup := ids[s]; {
 		case !ValidConnectorID(s):
 			d.fail(e.val, e.path, "%q must match %s", clip(s), ConnectorIDPattern)
