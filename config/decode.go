@@ -816,13 +816,7 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 		}
 	}
 	if e := fs.OAuth; e.given() {
-		if !isURL {
-			if perCallerOn(d, e, func(o *oauthShape) field { return o.Grants }) {
-				d.fail(e.key, e.path, "grants: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own grant")
-			} else {
-				d.fail(e.key, e.path, "applies only to url connectors (downstream OAuth is for remote MCP servers)")
-			}
-		} else {
+		if urlOnly(d, e, isURL, "grants", func(o *oauthShape) field { return o.Grants }, "grant", "downstream OAuth is for remote MCP servers") {
 			d.oauth(e, &c)
 			for _, h := range c.Headers {
 				if strings.EqualFold(h.Name, "Authorization") {
@@ -832,13 +826,7 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 		}
 	}
 	if e := fs.Credential; e.given() {
-		if !isURL {
-			if perCallerOn(d, e, func(cr *credentialShape) field { return cr.Per }) {
-				d.fail(e.key, e.path, "per: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own credential")
-			} else {
-				d.fail(e.key, e.path, "applies only to url connectors (the value is sent as an HTTP header)")
-			}
-		} else {
+		if urlOnly(d, e, isURL, "per", func(cr *credentialShape) field { return cr.Per }, "credential", "the value is sent as an HTTP header") {
 			d.credential(e, &c)
 		}
 	}
@@ -1308,6 +1296,22 @@ func (d *decoder) per(n *yaml.Node, path string) string {
 // per-caller values through the key pick names, so that the refusal can say
 // why: one process or server is shared by every caller. The section's own
 // mistakes are not reported: it is refused as a whole.
+// urlOnly reports whether section e applies: on a url connector it does;
+// on a stdio or builtin one it is refused, with why (for url connectors
+// only) or, when its key (pick) says per caller, with the reason a per-caller
+// what cannot be: one process serves every caller.
+func urlOnly[T any](d *decoder, e section[T], isURL bool, key string, pick func(*T) field, what, why string) bool {
+	switch {
+	case isURL:
+		return true
+	case perCallerOn(d, e, pick):
+		d.fail(e.key, e.path, "%s: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own %s", key, what)
+	default:
+		d.fail(e.key, e.path, "applies only to url connectors (%s)", why)
+	}
+	return false
+}
+
 func perCallerOn[T any](d *decoder, s section[T], pick func(*T) field) bool {
 	quiet := &decoder{file: d.file}
 	t, ok := s.in(quiet)
