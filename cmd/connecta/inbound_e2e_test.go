@@ -41,17 +41,25 @@ func serveConfig(t *testing.T, ctx context.Context, addr, yaml string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, ctx, cfg, addr, "serve "+addr)
+	return path
+}
+
+// serveUntilCleanup runs serve on cfg in this process until the test ends
+// (its error, named by what, fails the test) and returns once addr answers
+// /health.
+func serveUntilCleanup(t *testing.T, ctx context.Context, cfg *config.Config, addr, what string) {
+	t.Helper()
 	serveCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-errc; err != nil {
-			t.Errorf("serve %s: %v", addr, err)
+			t.Errorf("%s: %v", what, err)
 		}
 	})
 	waitHealthy(t, "http://"+addr)
-	return path
 }
 
 // post sends an initialize request with the given Authorization headers.

@@ -279,16 +279,7 @@ connectors:
 // The watchdog is pinged only while the HTTP accept loop is alive: once
 // Serve has returned, the pings stop (systemd then restarts the service).
 func TestNotify_WatchdogWithheldOnceTheAcceptLoopEnds(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
-	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
-	t.Setenv("WATCHDOG_PID", "")
+	conn := watchdogSocket(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

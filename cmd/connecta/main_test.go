@@ -169,17 +169,24 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	}
 }
 
-func TestNotify_ReadyWatchdogStopping(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "notify.sock")
+// watchdogSocket is a systemd notify socket for this test, in the
+// environment with a watchdog every 10 ms for this process.
+func watchdogSocket(t *testing.T) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	t.Setenv("NOTIFY_SOCKET", sock)
 	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
 	t.Setenv("WATCHDOG_PID", "")
+	return conn
+}
+
+func TestNotify_ReadyWatchdogStopping(t *testing.T) {
+	conn := watchdogSocket(t)
 	n := newNotifier(newLogger(&bytes.Buffer{}))
 	n.ready(nil)
 	read := func() string {

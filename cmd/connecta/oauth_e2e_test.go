@@ -450,16 +450,7 @@ connectors:
 		if err != nil {
 			t.Fatal(err)
 		}
-		serveCtx, stop := context.WithCancel(ctx)
-		errc := make(chan error, 1)
-		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
-		t.Cleanup(func() {
-			stop()
-			if err := <-errc; err != nil {
-				t.Errorf("replica %s: %v", name, err)
-			}
-		})
-		waitHealthy(t, "http://"+addr)
+		serveUntilCleanup(t, ctx, cfg, addr, "replica "+name)
 		client := mcp.NewClient(&mcp.Implementation{Name: "replica-" + name, Version: "1"}, nil)
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
 		if err != nil {
