@@ -20,6 +20,7 @@ import (
 	"github.com/connecta-dev/connecta/sandbox"
 	"github.com/connecta-dev/connecta/stdioshim"
 	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -46,19 +47,7 @@ func TestCheck_BadConfigNamesFileLineField(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
 	}
-	golden := filepath.Join("testdata", "check_bad.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(stderr), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stderr != string(want) {
-		t.Fatalf("stderr differs from %s:\n got:\n%s\nwant:\n%s", golden, stderr, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "check_bad.golden"), []byte(stderr), *update)
 	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 		if !strings.HasPrefix(line, "error: testdata/bad.yaml:") {
 			t.Errorf("line does not name file:line: %q", line)

@@ -2,7 +2,8 @@
 // writing for themselves: a Buffer that a process's or a logger's writer
 // goroutine and the test may share; Eventually, a poll with a deadline
 // and a message for a condition another goroutine or process makes true;
-// Clock, a clock the test moves; and VersionedMCP, a downstream that speaks only the protocol versions it
+// Clock, a clock the test moves; Golden, a golden-file check; and
+// VersionedMCP, a downstream that speaks only the protocol versions it
 // is given and records what it is sent. It imports nothing of ours.
 package testkit
 
