@@ -140,7 +140,7 @@ func TestInboundOIDC_EndToEnd(t *testing.T) {
 	defer cancel()
 	p := oidctest.Start(t, oidctest.Options{Accounts: inboundAccounts})
 	other := oidctest.Start(t, oidctest.Options{Accounts: inboundAccounts})
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	resource := base + "/mcp"
 	t.Setenv("CONNECTA_TEST_STATIC_TOKEN", "static-token-0123456789abcdef")
@@ -298,7 +298,7 @@ func TestIssuedTokens_TwoReplicasSharePostgres(t *testing.T) {
 	defer cancel()
 	cluster := pgtest.Start(t)
 	t.Setenv("CONNECTA_TEST_STORE_URL", cluster.Database(t))
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{testkit.FreeAddr(t), testkit.FreeAddr(t)}
 	var path string
 	for _, addr := range addrs {
 		path = serveConfig(t, ctx, addr, fmt.Sprintf(`listen: %s

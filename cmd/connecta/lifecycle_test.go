@@ -59,18 +59,6 @@ func runTestMode() {
 	}
 }
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // serverProcess is bin/connecta's command line run by this test binary.
 type serverProcess struct {
 	cmd    *exec.Cmd
@@ -89,7 +77,7 @@ func startServer(t testing.TB, configYAML string) *serverProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := &serverProcess{addr: addr, stderr: &testkit.Buffer{}}
 	p.cmd = exec.Command(exe, serveMode, "serve", "--config", path, "--listen", addr)
 	p.cmd.Stderr = p.stderr
@@ -410,7 +398,7 @@ func (p *serverProcess) metric(t *testing.T, line string) bool {
 // any, failed (status degraded, still HTTP 200) while the downstream is down,
 // ok again once it answers; connecta_connector_up follows.
 func TestHealth_DegradedWhileAFixtureIsDownOkWhenItReturns(t *testing.T) {
-	fixture := freeAddr(t)
+	fixture := testkit.FreeAddr(t)
 	stop := startFixture(t, fixture)
 	srv := startServer(t, fmt.Sprintf("executor: {spares: 0}\nconnectors:\n  - id: remote\n    url: http://%s/mcp\n", fixture))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -495,7 +483,7 @@ func TestReload_SIGHUPAddsATokenAndAConnectorInvalidFileKeepsRunning(t *testing.
 	}
 	tokA := writeFile("token-a", "token-a-0123456789")
 	tokB := writeFile("token-b", "token-b-0123456789")
-	one, two := freeAddr(t), freeAddr(t)
+	one, two := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	startFixture(t, one)
 	startFixture(t, two)
 	first := fmt.Sprintf(`executor: {spares: 0}
@@ -599,7 +587,7 @@ connectors:
 // process exits 0 (the listener used to close at SIGTERM, so every poll
 // was refused).
 func TestDrain_HealthAndNewRequestsAnswer503WhileInFlightWorkFinishes(t *testing.T) {
-	fixture := freeAddr(t)
+	fixture := testkit.FreeAddr(t)
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	s := pingServer()
 	s.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},

@@ -85,12 +85,7 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	if err := cfg.SetListen(addr); err != nil {
 		t.Fatal(err)
 	}

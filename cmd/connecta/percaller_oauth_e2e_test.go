@@ -17,6 +17,7 @@ import (
 
 	"github.com/connecta-dev/connecta/console"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var (
@@ -127,7 +128,7 @@ func (p *person) connect(ctx context.Context, prov *oidctest.Provider, id, accou
 func TestPerCallerOAuth_EndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	prov := oidctest.Start(t, oidctest.Options{
 		Accounts: map[string]oidctest.Account{

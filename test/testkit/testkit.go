@@ -2,14 +2,15 @@
 // writing for themselves: a Buffer that a process's or a logger's writer
 // goroutine and the test may share; Eventually, a poll with a deadline
 // and a message for a condition another goroutine or process makes true;
-// Clock, a clock the test moves; Golden, a golden-file check; and
-// VersionedMCP, a downstream that speaks only the protocol versions it
+// Clock, a clock the test moves; Golden, a golden-file check; FreeAddr, a
+// loopback address to start a server on; and VersionedMCP, a downstream that speaks only the protocol versions it
 // is given and records what it is sent. It imports nothing of ours.
 package testkit
 
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -60,4 +61,17 @@ func Poll(within time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(PollInterval)
 	}
+}
+
+// FreeAddr is a loopback host:port nothing listens on (it was free a moment
+// ago: a server the test starts there takes it).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
