@@ -25,6 +25,7 @@ import (
 	"github.com/connecta-dev/connecta/server"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // Access rules (docs/DECISIONS.md "Access rules"): what a caller cannot reach
@@ -541,9 +542,7 @@ func TestAccess_HiddenToolSameCatalogFailureWhenDown(t *testing.T) {
 // so a reloaded rule shows within a minute.
 func TestAccess_ToolsListIsPrivateAndShortLived(t *testing.T) {
 	s := newAccessServer(t, accessFull)
-	req, _ := http.NewRequest(http.MethodPost, s.url+"/mcp", strings.NewReader(toolsListBody))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, s.url+"/mcp", strings.NewReader(toolsListBody))
 	req.Header.Set("Authorization", "Bearer "+tokLaptop)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -65,9 +65,7 @@ func serveUntilCleanup(t *testing.T, ctx context.Context, cfg *config.Config, ad
 // post sends an initialize request with the given Authorization headers.
 func post(t *testing.T, url string, authorization ...string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 	for _, a := range authorization {
 		req.Header.Add("Authorization", a)
 	}

@@ -510,9 +510,7 @@ connectors:
 		t.Fatalf("laptop before reload: %s", text)
 	}
 	status := func(token string) int {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		req := testkit.MCPRequest(t, "http://"+srv.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -3,14 +3,17 @@
 // goroutine and the test may share; Eventually, a poll with a deadline
 // and a message for a condition another goroutine or process makes true;
 // Clock, a clock the test moves; Golden, a golden-file check; FreeAddr, a
-// loopback address to start a server on; and VersionedMCP, a downstream that speaks only the protocol versions it
+// loopback address to start a server on; MCPRequest, the POST an MCP client
+// sends; and VersionedMCP, a downstream that speaks only the protocol versions it
 // is given and records what it is sent. It imports nothing of ours.
 package testkit
 
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -74,4 +77,19 @@ func FreeAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// MCPRequest is the POST an MCP client makes to a streamable HTTP endpoint
+// (url names it, /mcp included): a JSON body, a JSON or event-stream answer
+// accepted. The test adds its own headers (Authorization, Origin, …) and
+// sends it.
+func MCPRequest(t testing.TB, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req
 }
