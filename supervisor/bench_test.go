@@ -178,7 +178,7 @@ func benchBudgetEnd(b *testing.B, code string) {
 			b.Fatal(err)
 		}
 		res, err := l.Run(context.Background(), Job{Code: code}, quietHost{})
-		if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != msgCPUBudget(testCPUTime) {
+		if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != ipc.CPUBudgetMessage(testCPUTime) {
 			b.Fatal(err, res)
 		}
 		cpu = append(cpu, res.ChildCPU)
