@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -434,14 +433,7 @@ func TestAccess_ReplicasOnOnePostgresAgreeOnNarrowing(t *testing.T) {
 // each call, as exact texts.
 func tsAccess(t *testing.T, url, token string, calls [][2]any) map[string]any {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil || statErr != nil {
-		msg := "the TypeScript MCP client is not installed (run make tsclient; needs node and npm)"
-		if os.Getenv("CONNECTA_REQUIRE_TSCLIENT") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node := testkit.TSClientNode(t, tsClientDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	spec, _ := json.Marshal(calls)

@@ -255,14 +255,7 @@ connectors:
 func tsBearer(t *testing.T, url, token string) map[string]any {
 	t.Helper()
 	dir := filepath.Join("..", "..", "test", "tsclient", "testdata")
-	node, err := exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil || statErr != nil {
-		msg := "the TypeScript MCP client is not installed (run make tsclient; needs node and npm)"
-		if os.Getenv("CONNECTA_REQUIRE_TSCLIENT") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node := testkit.TSClientNode(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "client.mjs", "bearer", url)
