@@ -5,8 +5,8 @@
 // Clock, a clock the test moves; Golden, a golden-file check; FreeAddr, a
 // loopback address to start a server on; MCPRequest, the POST an MCP client
 // sends; TSClientNode, the TypeScript client's node or a skip;
-// RowsOutsideVault, a store's rows outside the vault as text; and
-// VersionedMCP, a downstream that speaks only the protocol versions it
+// RowsOutsideVault, a store's rows outside the vault as text; ProcessCPU
+// and ChildrenCPU for per-op CPU in benchmarks; and VersionedMCP, a downstream that speaks only the protocol versions it
 // is given and records what it is sent. It imports nothing of ours.
 package testkit
 
