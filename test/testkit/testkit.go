@@ -1,13 +1,14 @@
 // Package testkit holds the helpers tests across the repository kept
 // writing for themselves: a Buffer that a process's or a logger's writer
-// goroutine and the test may share; Eventually, a poll with a deadline
-// and a message for a condition another goroutine or process makes true;
-// Clock, a clock the test moves; Golden, a golden-file check; FreeAddr, a
-// loopback address to start a server on; MCPRequest, the POST an MCP client
-// sends; TSClientNode, the TypeScript client's node or a skip;
-// RowsOutsideVault, a store's rows outside the vault as text; ProcessCPU
-// and ChildrenCPU for per-op CPU in benchmarks; and VersionedMCP, a downstream that speaks only the protocol versions it
-// is given and records what it is sent. It imports nothing of ours.
+// goroutine and the test may share; Eventually, a poll with a deadline and
+// a message for a condition another goroutine or process makes true; Clock,
+// a clock the test moves; Golden, a golden-file check; FreeAddr, a loopback
+// address to start a server on; MCPRequest, the POST an MCP client sends;
+// TSClientNode, the TypeScript client's node or a skip; RowsOutsideVault, a
+// store's rows outside the vault as text; ProcessCPU and ChildrenCPU, for
+// per-op CPU in benchmarks; and VersionedMCP, a downstream that speaks only
+// the protocol versions it is given and records what it is sent. It
+// imports nothing of ours.
 package testkit
 
 import (
