@@ -324,7 +324,7 @@ func (m *Manager) audit(ctx context.Context, by, action, id, detail string) {
 	r := store.AuditRecord{Actor: by, Action: action, Target: ActorPrefix + id, Detail: detail, OccurredAt: m.now()}
 	// The change is made; a failed audit write is logged, never hidden.
 	if err := m.st.AppendAudit(context.WithoutCancel(ctx), r); err != nil {
-		m.log.Error("audit record not written", "action", action, "target", r.Target, "actor", by, "error", err.Error())
+		m.log.ErrorContext(ctx, "audit record not written", "action", action, "target", r.Target, "actor", by, "error", err.Error())
 	}
 }
 

@@ -127,6 +127,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.Tracing.Enabled() { // every log line logged with a traced request's context names its trace
+		log = slog.New(telemetry.LogHandler(log.Handler()))
+	}
 	tracer := a.Tracing.Provider()
 	a.state, err = OpenState(ctx, cfg, log, a.Registry, tracer)
 	if err != nil {

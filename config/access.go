@@ -50,6 +50,7 @@ func (d *decoder) access(l list[accessRuleShape], c *Config) {
 		r := AccessRule{Line: item.Line}
 		good := true
 		var cs *accessCallersShape
+		var connAt []int
 		if e := fs.Callers; !e.given() {
 			d.fail(item, e.path, "is required: {tokens: [NAME...]}, {oidc: {emails: [...]} or {claim: {name, value}}} or {issuedTokens: true}")
 			good = false
@@ -65,11 +66,12 @@ func (d *decoder) access(l list[accessRuleShape], c *Config) {
 			d.fail(e.val, e.path, `must not be empty: connector ids, or ["*"] for every connector`)
 			good = false
 		} else {
-			for _, id := range ids {
+			for k, id := range ids {
 				if id == "*" {
 					r.AllConnectors = true
 				} else {
 					r.Connectors = append(r.Connectors, id)
+					connAt = append(connAt, k)
 				}
 			}
 		}
@@ -94,7 +96,7 @@ func (d *decoder) access(l list[accessRuleShape], c *Config) {
 		}
 		if good {
 			c.Access.Rules = append(c.Access.Rules, r)
-			decoded = append(decoded, accessRuleAt{fs, cs})
+			decoded = append(decoded, accessRuleAt{fs, cs, connAt})
 		}
 	})
 	d.checkAccess(l, c, decoded)
@@ -105,6 +107,9 @@ func (d *decoder) access(l list[accessRuleShape], c *Config) {
 type accessRuleAt struct {
 	rule    *accessRuleShape
 	callers *accessCallersShape
+	// connAt is each of the rule's Connectors' index in the file's list,
+	// which also holds any "*".
+	connAt []int
 }
 
 // accessCallers decodes a rule's callers, exactly one kind of caller, and
@@ -173,7 +178,7 @@ func (d *decoder) checkAccess(l list[accessRuleShape], c *Config, decoded []acce
 	at := func(r AccessRule) *yaml.Node { return &yaml.Node{Line: r.Line, Column: 1} }
 	item := func(f field, k int) string { return fmt.Sprintf("%s[%d]", f.path, k) }
 	for i, r := range a.Rules {
-		s, cs := decoded[i].rule, decoded[i].callers
+		s, cs, connAt := decoded[i].rule, decoded[i].callers, decoded[i].connAt
 		for k, name := range r.Tokens {
 			if !names[name] {
 				d.fail(at(r), item(cs.Tokens, k), "%q names no auth.tokens entry", clip(name))
@@ -187,7 +192,7 @@ func (d *decoder) checkAccess(l list[accessRuleShape], c *Config, decoded []acce
 		}
 		for k, id := range r.Connectors {
 			if !ids[id] {
-				d.fail(at(r), item(s.Connectors, k), "%q is not a configured connector id%s", clip(id), suggestID(id, c.Connectors))
+				d.fail(at(r), item(s.Connectors, connAt[k]), "%q is not a configured connector id%s", clip(id), suggestID(id, c.Connectors))
 			}
 		}
 		for k, g := range r.Tools {

@@ -25,6 +25,7 @@ connectors:
 access:
   - {callers: {tokens: [ci]}, connectors: [tracker], writes: maybe}
   - {callers: {tokens: [nobody]}, connectors: [docs]}
+  - {callers: {tokens: [ci]}, connectors: ["*", ghost]}
 `
 	r := testResolver()
 	_, err := Parse("c.yaml", []byte(text), r)
@@ -38,6 +39,8 @@ access:
 		"c.yaml:13: connectors[2].catalog.pin: quarantine needs a durable store",
 		"c.yaml:15: access[0].writes: expected true or false",
 		"c.yaml:16: access[1].callers.tokens[0]: \"nobody\" names no auth.tokens entry",
+		// The index counts a "*" before the id.
+		"c.yaml:17: access[2].connectors[1]: \"ghost\" is not a configured connector id",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in\n%s", want, got)

@@ -338,7 +338,7 @@ func TestBrowser_OperatorConsole(t *testing.T) {
 	// Connect the OAuth connector with the button.
 	b.open("/operator/")
 	b.submit(`form[action="/operator/connections/tracker/authorize"] button`)
-	mustContain(t, "authorize page", b.html(), "Continue to "+h.p.Issuer)
+	mustContain(t, "authorize page", b.html(), "Continue to "+h.p.IssuerURL())
 	b.click(`main a.button`)
 	b.provider("alice")
 	b.do(chromedp.WaitVisible(chromedp.CSS("body")))

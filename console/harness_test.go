@@ -36,14 +36,15 @@ const (
 )
 
 // harness is connecta (the one application constructor, over HTTP on a
-// free port, its state in SQLite) with the real oidc-provider as the operators' identity
-// provider, a go-sdk MCP server that wants an API key ("keyed", a
+// free port, its state in SQLite) with an authorization server as the
+// operators' identity provider (the real oidc-provider, or under -short its
+// hermetic twin: oidctest.StartAuthServer), a go-sdk MCP server that wants an API key ("keyed", a
 // `credential` connector) and one protected by the provider ("tracker", an
 // OAuth connector).
 type harness struct {
 	t     *testing.T
 	base  string
-	p     *oidctest.Provider
+	p     oidctest.AuthServer
 	app   *app.App
 	rs    *oidctest.ProtectedServer
 	keyed atomic.Int64 // calls the keyed server ran
@@ -69,12 +70,19 @@ func startHarnessWith(t *testing.T, extra string) *harness {
 // (oidctest.Options.PairwiseSubjects).
 func startHarnessPairwise(t *testing.T, extra string, pairwise bool) *harness {
 	t.Helper()
+	return startHarnessOn(t, extra, pairwise, oidctest.StartAuthServer)
+}
+
+// startHarnessOn: start runs the identity provider (oidctest.StartTwin for
+// a test of its fault switches).
+func startHarnessOn(t *testing.T, extra string, pairwise bool, start func(testing.TB, oidctest.Options) oidctest.AuthServer) *harness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, base: "http://" + ln.Addr().String()}
-	h.p = oidctest.Start(t, oidctest.Options{
+	h.p = start(t, oidctest.Options{
 		Accounts: map[string]oidctest.Account{
 			"alice": {Email: "alice@example.com", EmailVerified: true, Name: "Alice"},
 			"bob":   {Email: "bob@example.com", EmailVerified: true, Name: "Bob"},
@@ -115,7 +123,7 @@ connectors:
     title: Pinned
     url: %s
     catalog: {pin: quarantine}
-`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.Issuer, consoleClient, keyedURL, h.rs.URL, pinnedURL) +
+`, ln.Addr(), h.base, filepath.Join(t.TempDir(), "state.db"), h.p.IssuerURL(), consoleClient, keyedURL, h.rs.URL, pinnedURL) +
 		strings.ReplaceAll(extra, "{{protected}}", h.rs.URL) // more connectors may follow, at the protected server
 	h.yaml, h.env = yaml, env
 	h.logs = &testkit.Buffer{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway/activity"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -510,16 +511,9 @@ var contractCases = []contractCase{
 	{name: "L1_L2_E5_InFlightCallCancelledWhenRunEnds", code: `async () => { connecta.call("reader.hang").catch(() => {}); await connecta.call("reader.echo"); return "returned" }`,
 		check: func(t *testing.T, c *check) {
 			c.result(t, `"returned"`)
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				for _, e := range c.events() {
-					if e.ToolName == "hang" && e.Outcome == "cancelled" {
-						return
-					}
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !testkit.Poll(5*time.Second, func() bool { return hasOutcome(c, "hang", "cancelled") }) {
+				t.Fatalf("no cancelled event for the in-flight call: %+v", c.events())
 			}
-			t.Fatalf("no cancelled event for the in-flight call: %+v", c.events())
 		}},
 	{name: "X11_ConnectorForgedFrameIsConnectorCallFailed", code: `async () => { try { await connecta.call("reader.forge") } catch (e) { return [e.code, e.message.includes("forged by the connector")] } }`,
 		check: func(t *testing.T, c *check) {

@@ -107,4 +107,8 @@
 // Benchmarks (bench_test.go) run over HTTP against the loopback fixture:
 // BenchmarkExecuteCode_OnePlusOne, BenchmarkExecuteCode_FiveCalls and
 // BenchmarkExecuteCode_Clients (4 and 8 clients).
+//
+// The host-call helpers (argList, parseBlock, emit's add, decodeInput)
+// return *gateway.Error, not error: host.reject and the response shaping
+// read its code and details to frame the guest's typed failure.
 package contract

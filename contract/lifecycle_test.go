@@ -11,6 +11,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway/discovery"
 	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -47,13 +48,7 @@ func call(svc *Service, ctx context.Context, code string, diagnostics bool) *mcp
 // waitHits waits until the fixture saw n more calls of tool.
 func waitHits(t *testing.T, e *env, tool string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.fixture.count(tool) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached %d hits", tool, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return e.fixture.count(tool) >= n }, "%s never reached %d hits", tool, n)
 }
 
 func TestE5_L7_AdmissionOverloadedTypedBeforeAnyCatalog(t *testing.T) {
@@ -125,12 +120,8 @@ func TestL2_CancelledExecutionAbortsInFlightCalls(t *testing.T) {
 	}
 	// The in-flight host call was cancelled first and recorded so (L2, V2).
 	c := &check{env: e, before: before}
-	deadline := time.Now().Add(5 * time.Second)
-	for !hasOutcome(c, "hang", "cancelled") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no cancelled event: %+v", c.events())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return hasOutcome(c, "hang", "cancelled") }) {
+		t.Fatalf("no cancelled event: %+v", c.events())
 	}
 	// The pool is healthy afterwards.
 	if r := call(svc, context.Background(), `async () => 9`, false); textOf(r) != `{"result":9}` {
@@ -160,11 +151,6 @@ func TestL2_DownstreamRequestAbortedOnCancel(t *testing.T) {
 	waitHits(t, e, "hang", start+1)
 	cancel()
 	<-done
-	deadline := time.Now().Add(5 * time.Second)
-	for e.fixture.cancelled.Load() == cancelledBefore {
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled call's downstream HTTP request was never aborted")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return e.fixture.cancelled.Load() != cancelledBefore },
+		"the cancelled call's downstream HTTP request was never aborted")
 }

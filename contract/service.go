@@ -208,7 +208,7 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		endWithError(admSpan, execErrorCode(err))
 		r := &reply{}
-		s.execFailure(r, err, 0, "")
+		s.execFailure(ctx, r, err, 0, "")
 		return finish(r, time.Time{}, time.Time{}, time.Time{}, 0, 0), nil
 	}
 	admSpan.End()
@@ -254,7 +254,7 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	r := &reply{}
 	switch {
 	case err != nil:
-		s.execFailure(r, err, len(blocks), secret)
+		s.execFailure(ctx, r, err, len(blocks), secret)
 	case res.Err != nil:
 		r.logs = presentLogs(redact(res.Logs, secret), res.LogChars)
 		r.discarded = len(blocks)
@@ -279,7 +279,7 @@ func (s *Service) Handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 // execFailure shapes an execution failure (E5): typed for admission,
 // cancellation and shutdown, with the logs received so far and, when the
 // program had started, the discarded blocks (M4); untyped otherwise.
-func (s *Service) execFailure(r *reply, err error, emitted int, secret string) {
+func (s *Service) execFailure(ctx context.Context, r *reply, err error, emitted int, secret string) {
 	var ee *supervisor.ExecError
 	if errors.As(err, &ee) {
 		e := &gateway.Error{Code: gateway.Code(ee.Code), Message: ee.Message, Retryable: ee.Retryable}
@@ -293,7 +293,7 @@ func (s *Service) execFailure(r *reply, err error, emitted int, secret string) {
 		}
 		return
 	}
-	s.opts.Logger.Error("execute_code: executor failed", "err", err)
+	s.opts.Logger.ErrorContext(ctx, "execute_code: executor failed", "err", err)
 	line := "Executor failed: " + redact(err.Error(), secret)
 	r.untyped = &line
 	r.discarded = emitted

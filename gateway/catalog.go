@@ -173,7 +173,7 @@ func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 	done := make(chan outcome, 1)
 	go func() {
 		defer c.g.wg.Done()
-		v, err, _ := c.refresh.Do("tools/list", c.runRefresh)
+		v, err, _ := c.refresh.Do("tools/list", func() (any, error) { return c.runRefresh(span) })
 		e, _ := v.(*catalogEntry)
 		done <- outcome{e, err}
 	}()
@@ -191,13 +191,15 @@ func (c *connector) catalogRaw(ctx context.Context) (*catalogEntry, error) {
 // stored copy younger than its TTL (another replica's load, or this
 // process's before a restart) is adopted; otherwise the downstream is
 // listed, and when that fails the newest catalog younger than staleMs is
-// served stale. The error is a *failure.
-func (c *connector) runRefresh() (any, error) {
+// served stale. The error is a *failure. starter is the catalog.load span
+// of the caller that started the flight: the refresh's log lines (and store
+// spans) name that request's trace, though its context is not the caller's.
+func (c *connector) runRefresh(starter trace.Span) (any, error) {
 	c.mu.Lock()
 	gen, cur, dirty, notBefore := c.cat.gen, c.cat.entry, c.cat.dirty, c.cat.notBefore
 	c.cat.recheck = false
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(c.g.life, CatalogRefreshTimeout)
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpan(c.g.life, starter), CatalogRefreshTimeout)
 	defer cancel()
 	now := c.g.now()
 	if cur != nil && !dirty && now.Before(cur.expires) {
@@ -233,7 +235,7 @@ func (c *connector) runRefresh() (any, error) {
 		if f.code == CodeTimeout {
 			f = &failure{code: CodeCatalogLookupFailed, message: fmt.Sprintf("tools/list timed out after %dms", CatalogRefreshTimeout.Milliseconds()), retryable: true}
 		}
-		c.logger.Warn("catalog refresh failed", "code", string(f.code), "reason", f.message)
+		c.logger.WarnContext(ctx, "catalog refresh failed", "code", string(f.code), "reason", f.message)
 		c.recordFailure(f.code)
 		c.g.metrics.catalogRefresh(c.spec.ID, "failure", c.g.now().Sub(started))
 		if !outage(f.code) {

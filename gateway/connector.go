@@ -66,6 +66,8 @@ type connector struct {
 	proc     *stdioshim.Process // the last stdio process started
 	cat      catalogState
 	proto    string // protocol version negotiated at the last connect
+	// discover bounds server/discover (discover.go).
+	discover discoverBound
 	// refresh is the one catalog refresh in flight; waiters share its
 	// outcome (golang.org/x/sync/singleflight).
 	refresh singleflight.Group
@@ -163,6 +165,7 @@ func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, 
 		connTok:  make(chan struct{}, 1),
 		pin:      spec.CatalogPin,
 	}
+	c.discover.timeout = DiscoverTimeout
 	switch c.pin {
 	case "":
 		c.pin = PinWarn
@@ -204,7 +207,7 @@ func newConnectorFor(g *Gateway, spec ConnectorSpec, who actor.ID) (*connector, 
 			base = &credentialTransport{base: base, id: spec.ID, who: who, noCaller: spec.PerCaller && who.IsZero(), slot: *spec.Credential, src: g.opts.Credentials}
 		}
 		c.http = &http.Client{
-			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody},
+			Transport: &captureTransport{base: base, headers: spec.Headers, maxBytes: g.maxBody, discover: &c.discover},
 			// Redirects are not followed: a redirect could carry the
 			// configured credential headers to another origin.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -292,7 +295,7 @@ func (c *connector) session(ctx context.Context) (*liveSession, error) {
 		}
 		c.mu.Unlock()
 		if c.kind == kindStdio && ctx.Err() == nil {
-			c.logger.Warn("stdio server could not be started", "reason", c.boundText(err.Error()), "stderrTail", c.stderr.String())
+			c.logger.WarnContext(ctx, "stdio server could not be started", "reason", c.boundText(err.Error()), "stderrTail", c.stderr.String())
 		}
 		return nil, err
 	}
@@ -364,13 +367,17 @@ func (c *connector) connect(ctx context.Context, scoped bool) (*liveSession, err
 		transport = rawmcp.Transport(transport)
 	}
 	// auto tries 2026-07-28 first; a scoped session (P4) of a downstream
-	// already known to speak a session protocol goes straight to initialize.
+	// already known to speak a session protocol goes straight to initialize,
+	// and so does every session of one that left a discover unanswered.
 	version := statelessProtocolVersion
 	c.mu.Lock()
 	known := c.proto
 	c.mu.Unlock()
-	if c.spec.LegacyVersion || (scoped && known != "" && !stateless(known)) {
+	if c.spec.LegacyVersion || (scoped && known != "" && !stateless(known)) || c.discover.silent.Load() {
 		version = mcpProtocolVersion
+	}
+	if version == statelessProtocolVersion && c.kind != kindHTTP {
+		transport = c.discover.transport(transport) // HTTP: captureTransport bounds it
 	}
 	// The session outlives the call that opened it (the SDK keeps the
 	// connect context's values): its later requests belong to no trace.

@@ -269,7 +269,7 @@ func (g *Gateway) Invoke(ctx context.Context, scope *Scope, req CallRequest) (*C
 	if g.opts.Validator != nil && len(t.InputSchema) > 0 {
 		r := entry.inputSchema(t, g.opts.Validator).Evaluate(args)
 		if r.Passthrough != validate.ReasonNone {
-			g.validationPassedThrough(connID, toolName, r.Passthrough)
+			g.validationPassedThrough(ctx, connID, toolName, r.Passthrough)
 		}
 		if len(r.Findings) > 0 {
 			return finish(invalidArgs(req.Front, t, r.Findings, r.Total))

@@ -469,20 +469,13 @@ func TestCatalog_ListChangedInvalidates(t *testing.T) {
 	server.AddTool(&mcp.Tool{Name: "added_later", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{}, nil
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		tools, err := env.g.Tools(context.Background(), "t")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tools) == n+1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("list_changed never invalidated the catalog")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(tools) == n+1
+	}, "list_changed never invalidated the catalog")
 }
 
 func TestSession_ExpiryReconnectsOnce(t *testing.T) {
@@ -733,20 +726,13 @@ func TestCatalog_ListChangedOverHTTP(t *testing.T) {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
 		})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		tools, err := env.g.Tools(context.Background(), "h")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tools) == n+1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("list_changed (standalone SSE) never invalidated the catalog")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(tools) == n+1
+	}, "list_changed (standalone SSE) never invalidated the catalog")
 }
 
 func TestY1_OneDownstreamAttemptPerCall(t *testing.T) {

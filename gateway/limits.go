@@ -67,3 +67,13 @@ const (
 	statelessProtocolVersion = "2026-07-28"
 	mcpProtocolVersion       = "2025-11-25"
 )
+
+// DiscoverTimeout bounds auto's server/discover alone (discover.go): a
+// downstream that never answers an unknown method is given an error answer
+// after it, so the SDK falls back to initialize on the same connection
+// instead of holding the connect until the caller's deadline; its later
+// connections start at initialize. Short beside DefaultCallTimeout, so the
+// fallback and the call still fit; a 2026-07-28 server slower than this to
+// answer (a stdio server still starting) is reached through a session
+// protocol instead.
+const DiscoverTimeout = 3 * time.Second

@@ -1,6 +1,10 @@
 package gateway
 
-import "github.com/connecta-dev/connecta/gateway/validate"
+import (
+	"context"
+
+	"github.com/connecta-dev/connecta/gateway/validate"
+)
 
 // maxPassThroughLogged bounds the triples remembered for logging; past it a
 // pass-through is still counted (connecta_validation_passthrough_total) but
@@ -15,7 +19,7 @@ type passThroughKey struct {
 // validationPassedThrough logs, once per (connector, tool, reason), that a
 // call's arguments went to the downstream unvalidated. The validator has
 // already counted it.
-func (g *Gateway) validationPassedThrough(connector, tool string, reason validate.Reason) {
+func (g *Gateway) validationPassedThrough(ctx context.Context, connector, tool string, reason validate.Reason) {
 	key := passThroughKey{connector, tool, reason}
 	g.passMu.Lock()
 	if g.passLogged[key] || len(g.passLogged) >= maxPassThroughLogged {
@@ -27,6 +31,6 @@ func (g *Gateway) validationPassedThrough(connector, tool string, reason validat
 	}
 	g.passLogged[key] = true
 	g.passMu.Unlock()
-	g.logger.Warn("argument validation passed through: the downstream judges these arguments",
+	g.logger.WarnContext(ctx, "argument validation passed through: the downstream judges these arguments",
 		"connector", connector, "tool", tool, "reason", string(reason))
 }

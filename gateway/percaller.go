@@ -83,7 +83,7 @@ func (c *connector) forCaller(ctx context.Context) (*connector, *callerChild) {
 		cc, err := newConnectorFor(c.g, c.spec, who)
 		if err != nil { // the spec built c, so it builds its children
 			c.mu.Unlock()
-			c.logger.Error("per-caller connector could not be built", "err", err)
+			c.logger.ErrorContext(ctx, "per-caller connector could not be built", "err", err)
 			return c, nil
 		}
 		cc.gate = c.gate // admission is the connector's (its own partitions per caller)

@@ -51,7 +51,7 @@ func (c *connector) loadStored(ctx context.Context, known *catalogEntry) (*catal
 		return nil, true
 	}
 	if err != nil {
-		c.logger.Warn("stored catalog unreadable", "reason", err.Error())
+		c.logger.WarnContext(ctx, "stored catalog unreadable", "reason", err.Error())
 		return nil, false
 	}
 	if known != nil && known.fingerprint == sc.Fingerprint && known.fetchedAt.Equal(sc.FetchedAt) {
@@ -63,7 +63,7 @@ func (c *connector) loadStored(ctx context.Context, known *catalogEntry) (*catal
 	}
 	tools, fps, err := storedTools(c.spec.ID, sc.Tools, meta.FPs...)
 	if err != nil {
-		c.logger.Warn("stored catalog unreadable", "reason", err.Error())
+		c.logger.WarnContext(ctx, "stored catalog unreadable", "reason", err.Error())
 		return nil, false
 	}
 	e := newEntry(tools, fps)
@@ -115,7 +115,7 @@ func (c *connector) persist(ctx context.Context, e, prev *catalogEntry, storeRea
 		var err error
 		won, err = st.PutCatalog(ctx, store.StoredCatalog{CatalogKey: c.key(), Tools: tools, Fingerprint: e.fingerprint, FetchedAt: e.fetchedAt, Drift: meta}, prevFP)
 		if err != nil {
-			c.logger.Warn("catalog not persisted", "reason", err.Error())
+			c.logger.WarnContext(ctx, "catalog not persisted", "reason", err.Error())
 		}
 	}
 	if !audit || (storeRead && !won) {
@@ -123,9 +123,9 @@ func (c *connector) persist(ctx context.Context, e, prev *catalogEntry, storeRea
 	}
 	if err := st.AppendAudit(ctx, store.AuditRecord{OccurredAt: e.fetchedAt, Actor: SystemActor, Action: AuditCatalogDrift,
 		Target: "connector:" + c.spec.ID, Detail: driftDetail(e.drift)}); err != nil {
-		c.logger.Warn("catalog drift not audited", "reason", err.Error())
+		c.logger.WarnContext(ctx, "catalog drift not audited", "reason", err.Error())
 	}
-	c.logger.Info("catalog drift", "detail", driftDetail(e.drift))
+	c.logger.InfoContext(ctx, "catalog drift", "detail", driftDetail(e.drift))
 }
 
 // view sets e's served view. Outside quarantine it is the whole listing.
@@ -141,7 +141,7 @@ func (c *connector) view(ctx context.Context, e *catalogEntry) {
 	e.approvalsAt = c.g.now()
 	approved, err := c.approvals(ctx, e)
 	if err != nil {
-		c.logger.Warn("catalog approvals unreadable: every tool of the quarantined connector is hidden", "reason", err.Error())
+		c.logger.WarnContext(ctx, "catalog approvals unreadable: every tool of the quarantined connector is hidden", "reason", err.Error())
 		e.tools, e.byName, e.quarantined = nil, map[string]int{}, len(e.all)
 		return
 	}
@@ -155,7 +155,7 @@ func (c *connector) view(ctx context.Context, e *catalogEntry) {
 		e.tools = append(e.tools, e.all[i])
 	}
 	if e.quarantined > 0 {
-		c.logger.Warn("catalog tools quarantined until approved", "tools", e.quarantined)
+		c.logger.WarnContext(ctx, "catalog tools quarantined until approved", "tools", e.quarantined)
 	}
 }
 
@@ -184,7 +184,7 @@ func (c *connector) approvals(ctx context.Context, e *catalogEntry) (map[string]
 		if slices.ContainsFunc(list, func(a store.ToolApproval) bool { return a.ApprovedAt.Equal(now.Truncate(time.Millisecond)) }) {
 			if err := st.AppendAudit(ctx, store.AuditRecord{OccurredAt: now, Actor: SystemActor, Action: AuditCatalogApprove,
 				Target: "connector:" + c.spec.ID, Detail: fmt.Sprintf("first catalog approved automatically (catalog.approveFirst): %d tools", len(e.all))}); err != nil {
-				c.logger.Warn("first approval not audited", "reason", err.Error())
+				c.logger.WarnContext(ctx, "first approval not audited", "reason", err.Error())
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // A reload installs the new connector set at once for new work; a scope
@@ -54,19 +56,12 @@ func TestReload_NewWorkSeesTheNewSetInFlightWorkKeepsItsOwn(t *testing.T) {
 		t.Fatal("a dropped connector closed while a scope still used it")
 	}
 	inFlight.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		oldA.mu.Lock()
 		closed, proc := oldA.closed, oldA.proc
 		oldA.mu.Unlock()
-		if closed && proc != nil && proc.ExitText() != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dropped connector's process did not stop after its last scope")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return closed && proc != nil && proc.ExitText() != ""
+	}, "the dropped connector's process did not stop after its last scope")
 
 	// An invalid set changes nothing.
 	if _, err := env.g.Reload([]ConnectorSpec{inProcessSpec("x", nil), inProcessSpec("x", nil)}); err == nil {

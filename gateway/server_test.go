@@ -40,6 +40,10 @@ func TestMain(m *testing.M) {
 		_ = s.Run(context.Background(), &mcp.StdioTransport{})
 		os.Exit(0)
 	}
+	if len(os.Args) > 1 && os.Args[1] == stdioSilentDiscoverArg {
+		runSilentDiscoverStdio()
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

@@ -48,7 +48,7 @@ func (c *connector) startStdio(ctx context.Context) (*stdioshim.Process, error) 
 	c.proc = proc
 	c.mu.Unlock()
 	if starts > 1 {
-		c.logger.Info("stdio server restarted", "restarts", starts-1)
+		c.logger.InfoContext(ctx, "stdio server restarted", "restarts", starts-1)
 	}
 	return proc, nil
 }

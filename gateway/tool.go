@@ -1,6 +1,14 @@
 // Package gateway is everything between the front doors and the downstream
 // MCP servers: the connector registry, catalogs, discovery, invocation (one
 // call end to end), the result stash and activity.
+//
+// A failure is an *Error all the way out, not an error: Invoke, Authorize,
+// Errorf, UnknownConnector, UnknownAddress, UnknownTool and the catalog,
+// classification and redaction helpers behind them return the concrete
+// type because every caller reads its fields — the server renders Code,
+// Message and Details as the tool result, package contract frames them for
+// the guest, metrics and spans are labelled by Code. A nil *Error is never
+// put in an error variable.
 package gateway
 
 import "encoding/json"

@@ -41,6 +41,7 @@ type captureTransport struct {
 	headers  map[string]string
 	maxBytes int64
 	awaiting rawmcp.Awaiting // input requests read off call streams, until answered
+	discover *discoverBound  // bounds server/discover POSTs (discover.go)
 }
 
 func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -60,7 +61,13 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if req.Method != http.MethodPost {
 		ex = nil
 	}
-	resp, err := t.base.RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if req.Method == http.MethodPost && t.discover != nil && req.Header.Get("Mcp-Method") == discoverMethod {
+		resp, err = t.discover.roundTrip(t.base, req)
+	} else {
+		resp, err = t.base.RoundTrip(req)
+	}
 	rawmcp.Answered(req, &t.awaiting, MaxResponseBodyBytes)
 	if err != nil {
 		if ex != nil && req.Context().Err() == nil {

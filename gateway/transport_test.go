@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/gateway/rawmcp"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestE2_RetryAfterParsing(t *testing.T) {
@@ -113,15 +114,7 @@ func TestClose_EndsEveryGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.srv.CloseClientConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 { // the httptest server's own
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:n])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.GoroutinesAtMost(t, 10*time.Second, before+2) // the httptest server's own
 	if _, gerr := env.call(t, "t.read_items", "", false); gerr == nil {
 		t.Fatal("call after Close succeeded")
 	}

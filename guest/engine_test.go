@@ -286,17 +286,30 @@ func TestX6_StallDetected(t *testing.T) {
 
 func TestX6_ConcurrentHostCalls(t *testing.T) {
 	e := newTestEngine(t, EngineOptions{})
-	// Replies arrive from other goroutines in reverse order.
+	// Replies arrive from other goroutines in reverse order: call k of the
+	// three concurrent ones settles once call k+1 has.
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
-	h := &testHost{reply: func(_ context.Context, c Call, settle func(Reply)) {
+	settled := make([]chan struct{}, 5)
+	for i := range settled {
+		settled[i] = make(chan struct{})
+	}
+	close(settled[4]) // call 3 waits for nothing
+	h := &testHost{reply: func(ctx context.Context, c Call, settle func(Reply)) {
 		var args []int
 		json.Unmarshal(c.Args, &args)
+		k := args[0]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(40-10*args[0]) * time.Millisecond)
-			settle(Reply{Value: json.RawMessage(strconv.Itoa(args[0] * 10))})
+			if k > 0 {
+				select {
+				case <-settled[k+1]:
+				case <-ctx.Done():
+				}
+			}
+			settle(Reply{Value: json.RawMessage(strconv.Itoa(k * 10))})
+			close(settled[k])
 		}()
 	}}
 	out := runProgram(t, e, h, Program{Code: `async () => {
@@ -593,7 +606,7 @@ func TestL5_HostWaitsDoNotCountAsCPU(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // the host's wait is the point: it must not count as CPU
 			settle(Reply{Value: json.RawMessage(`"done"`)})
 		}()
 	}}
@@ -621,15 +634,17 @@ func TestL3_WallDeadline(t *testing.T) {
 	t.Run("stragglers after the deadline are ignored", func(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
+		ended := make(chan struct{}) // the reply settles once the run has ended
 		h := &testHost{reply: func(_ context.Context, c Call, settle func(Reply)) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				time.Sleep(400 * time.Millisecond)
+				<-ended
 				settle(Reply{Value: json.RawMessage(`1`)})
 			}()
 		}}
 		out := runProgram(t, e, h, Program{Code: "async () => await connecta.call('slow')", Limits: Limits{Wall: 100 * time.Millisecond}})
+		close(ended)
 		wantError(t, out, ErrDeadline, "timed out")
 	})
 }

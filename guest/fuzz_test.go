@@ -60,7 +60,7 @@ func FuzzRun(f *testing.F) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // late at an unknown point of the run: the race is the input
 					settle(Reply{Value: json.RawMessage(`{"late":true}`)})
 				}()
 			case 5:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // Runs leave nothing behind: no goroutine, no memory mapping (every
@@ -35,12 +37,8 @@ func TestP4_NoLeaks(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		runAll()
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > goroutines {
-		t.Errorf("goroutines %d, before %d", g, goroutines)
+	if !testkit.Poll(2*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines }) {
+		t.Errorf("goroutines %d, before %d", runtime.NumGoroutine(), goroutines)
 	}
 	// The Go heap may map a few new arenas; 30 leaked instances would add 30.
 	if m := mappings(); m > maps+8 {

@@ -4,8 +4,10 @@
 // which connecta is an OAuth-protected resource (RFC 9728).
 //
 // Every refusal is a *Rejection: an HTTP status, a reason (the label of
-// connecta_auth_rejections_total) and a secret-free message. The server
-// checks static tokens first and hands everything else to an Authenticator.
+// connecta_auth_rejections_total) and a secret-free message. Authenticate
+// and Verify return the concrete type, not error, because the server writes
+// those fields into the response and the metric. The server checks static
+// tokens first and hands everything else to an Authenticator.
 package inbound
 
 import (

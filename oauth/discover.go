@@ -2,7 +2,9 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 )
+
+// maxMetadataBytes bounds a metadata document read here (the SDK's bound).
+const maxMetadataBytes = 1 << 20
 
 // discovered is what a flow needs to know about a downstream.
 type discovered struct {
@@ -28,7 +33,7 @@ const probeBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"prot
 // discover runs the MCP authorization discovery for c: the unauthenticated
 // request's challenge, the protected resource metadata (RFC 9728), the
 // authorization server metadata (RFC 8414 / OIDC discovery).
-func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Error) {
+func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, strings.NewReader(probeBody))
 	if err != nil {
 		return nil, authRequired("connector %q: url %q is not usable: %v", c.ID, origin(c.URL), err)
@@ -46,15 +51,20 @@ func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Err
 		challenges, _ = oauthex.ParseWWWAuthenticate(res.Header.Values("WWW-Authenticate"))
 	}
 
-	prm, perr := m.resourceMetadata(ctx, c.URL, challenges)
-	if perr != nil {
-		return nil, perr
+	prm, legacy, err := m.resourceMetadata(ctx, c.URL, challenges)
+	if err != nil {
+		return nil, err
 	}
 	issuer := prm.AuthorizationServers[0]
-	asm, err := auth.GetAuthServerMetadata(ctx, issuer, m.http)
+	var asm *oauthex.AuthServerMeta
+	if legacy {
+		asm, err = m.legacyAuthServer(ctx, issuer)
+	} else {
+		asm, err = auth.GetAuthServerMetadata(ctx, issuer, m.http)
+	}
 	if err != nil {
-		if rerr := m.unreachable(ctx, "the authorization server", issuer); rerr != nil {
-			return nil, rerr
+		if uerr := m.unreachable(ctx, "the authorization server", issuer); uerr != nil {
+			return nil, uerr
 		}
 		return nil, authRequired("the authorization server metadata of %s was refused: %s", origin(issuer), clip(err.Error()))
 	}
@@ -83,8 +93,10 @@ func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, *Err
 // resourceMetadata tries, in the MCP specification's order, the challenge's
 // resource_metadata URL, the path-inserted well-known URL and the root one;
 // the SDK checks each document's resource against the one asked for, so a
-// document naming another resource is refused.
-func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenges []oauthex.Challenge) (*oauthex.ProtectedResourceMetadata, *Error) {
+// document naming another resource is refused. legacy reports a 2025-03-26
+// server (no document anywhere, none named): its authorization server is
+// the MCP server's origin.
+func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenges []oauthex.Challenge) (prm *oauthex.ProtectedResourceMetadata, legacy bool, err error) {
 	type candidate struct{ url, resource string }
 	var cands []candidate
 	named := false // the challenge named a document
@@ -113,32 +125,90 @@ func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenge
 			continue
 		}
 		if len(prm.AuthorizationServers) == 0 {
-			return nil, authRequired("the downstream's protected resource metadata names no authorization server")
+			return nil, false, authRequired("the downstream's protected resource metadata names no authorization server")
 		}
-		return prm, nil
+		return prm, false, nil
 	}
-	if rerr := m.unreachable(ctx, "the downstream", mcpURL); rerr != nil {
-		return nil, rerr
+	if err := m.unreachable(ctx, "the downstream", mcpURL); err != nil {
+		return nil, false, err
 	}
 	if !named {
 		// No challenge named a document and none is at the well-known
 		// URLs: a 2025-03-26 server, whose authorization server is at the
 		// MCP server's origin (that revision's "authorization base URL").
 		if o := origin(mcpURL); o != "" {
-			return &oauthex.ProtectedResourceMetadata{Resource: mcpURL, AuthorizationServers: []string{o}}, nil
+			return &oauthex.ProtectedResourceMetadata{Resource: mcpURL, AuthorizationServers: []string{o}}, true, nil
 		}
 	}
 	msg := "the downstream did not answer with usable protected resource metadata (RFC 9728), so it cannot be authorized with OAuth"
 	if first != nil {
 		msg += ": " + clip(first.Error())
 	}
-	return nil, authRequired("%s", msg)
+	return nil, false, authRequired("%s", msg)
+}
+
+// legacyAuthServer is the authorization server of a 2025-03-26 downstream,
+// whose "authorization base URL" is base (the MCP server's origin): the
+// RFC 8414 document at base, or, when base publishes none, that revision's
+// default endpoints base/authorize, base/token and base/register with PKCE
+// S256 (which it requires of every client).
+//
+// The revision names no issuer, only where the document is, so the
+// document's own issuer is taken — on the MCP server's own origin only (a
+// server may mount its authorization endpoints under a path); an issuer on
+// another origin is refused. The SDK then fetches the document again against
+// that issuer, checking it as any other (PKCE, endpoint schemes).
+func (m *Manager) legacyAuthServer(ctx context.Context, base string) (*oauthex.AuthServerMeta, error) {
+	metaURL := base + "/.well-known/oauth-authorization-server"
+	issuer, found, err := m.documentIssuer(ctx, metaURL)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return &oauthex.AuthServerMeta{
+			Issuer: base, AuthorizationEndpoint: base + "/authorize", TokenEndpoint: base + "/token",
+			RegistrationEndpoint: base + "/register", ResponseTypesSupported: []string{"code"},
+			CodeChallengeMethodsSupported: []string{"S256"},
+		}, nil
+	}
+	if origin(issuer) != base {
+		return nil, fmt.Errorf("the metadata at %s names the issuer %q, which is not on the MCP server's origin", metaURL, clip(issuer))
+	}
+	return oauthex.GetAuthServerMeta(ctx, metaURL, issuer, m.http)
+}
+
+// documentIssuer reads the issuer of the metadata document at metaURL;
+// found is false when the server answers 4xx (it has none).
+func (m *Manager) documentIssuer(ctx context.Context, metaURL string) (issuer string, found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metaURL, nil)
+	if err != nil {
+		return "", false, err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := m.http.Do(req)
+	if err != nil {
+		return "", false, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode >= 400 && res.StatusCode < 500 {
+		return "", false, nil
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", false, fmt.Errorf("%s answered HTTP %d", metaURL, res.StatusCode)
+	}
+	var doc struct {
+		Issuer string `json:"issuer"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, maxMetadataBytes)).Decode(&doc); err != nil || doc.Issuer == "" {
+		return "", false, fmt.Errorf("%s is not an authorization server metadata document", metaURL)
+	}
+	return doc.Issuer, true, nil
 }
 
 // unreachable tells a server that is down from one that answered badly:
 // the SDK's discovery errors do not keep their types, so a failed fetch is
 // followed by one plain request to the same origin.
-func (m *Manager) unreachable(ctx context.Context, what, rawURL string) *Error {
+func (m *Manager) unreachable(ctx context.Context, what, rawURL string) error {
 	o := origin(rawURL)
 	if o == "" {
 		return nil
@@ -172,7 +242,7 @@ type client struct {
 // client, a client ID metadata document (when the server supports them and
 // publicUrl is HTTPS, as the document's URL must be), dynamic registration
 // (reused from the store while issuer and redirect URI are unchanged).
-func (m *Manager) identify(ctx context.Context, c *Connector, asm *oauthex.AuthServerMeta) (*client, *Error) {
+func (m *Manager) identify(ctx context.Context, c *Connector, asm *oauthex.AuthServerMeta) (*client, error) {
 	redirect := m.RedirectURL(c.ID)
 	if c.ClientID != "" {
 		cl := &client{Issuer: asm.Issuer, Redirect: redirect, ID: c.ClientID, Secret: c.ClientSecret, Kind: "configured", AuthStyle: oauth2.AuthStyleInParams}

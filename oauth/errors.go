@@ -24,6 +24,13 @@ const (
 // Error is every failure this package returns to a caller: a code the
 // gateway maps onto E2, an honest message (never a token, code or
 // verifier), and what was unreachable.
+//
+// Authorize and Revoke return it as *Error because their callers read its
+// fields (the server maps Code, Host and Component onto E2; the console and
+// the CLI show Message). Everything else returns error, so that no typed
+// nil can pass for a failure; the transport's failures are found with
+// errors.As. The constructors below (authRequired, storeFailed, reachFailed,
+// refusedLocal, exchangeFailed, noGrant) return *Error and never nil.
 type Error struct {
 	Code      Code
 	Message   string
@@ -40,6 +47,20 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.err }
 
+// asError is err as the *Error the exported calls return: nil for nil, the
+// *Error it holds, or (a failure none of this package's paths makes) err
+// as unavailable.
+func asError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeUnavailable, Message: err.Error(), err: err}
+}
+
 func authRequired(format string, args ...any) *Error {
 	return &Error{Code: CodeAuthRequired, Message: fmt.Sprintf(format, args...)}
 }
@@ -55,8 +76,9 @@ func storeFailed(op string, err error) *Error {
 // failure (refused, reset, timeout, DNS) is unavailable; anything else is
 // what the server said, which a human must look at: auth_required.
 func reachFailed(what, rawURL string, err error) *Error {
-	if e := refusedLocal(what, rawURL, err); e != nil {
-		return e
+	var le *localAddrError
+	if errors.As(err, &le) {
+		return refusedLocal(what, rawURL, err)
 	}
 	var nerr net.Error
 	var uerr *url.Error

@@ -34,8 +34,10 @@ type badServer struct {
 	// legacy serves a 2025-03-26 downstream: a bare challenge and no
 	// protected resource metadata.
 	legacy bool
-	mu     sync.Mutex
-	forms  []url.Values // every token request's form
+	// noASM: no authorization server metadata (404) either.
+	noASM bool
+	mu    sync.Mutex
+	forms []url.Values // every token request's form
 	// stepUp, when set, is the scope the downstream demands of any token:
 	// a 403 insufficient_scope challenge naming it (guarded by mu).
 	stepUp string
@@ -79,6 +81,10 @@ func newBadServer(t *testing.T) *badServer {
 		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, b.srv.URL+"/mcp", b.srv.URL)
 	})
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		if b.noASM {
+			http.NotFound(w, r)
+			return
+		}
 		m := map[string]any{
 			"issuer": b.srv.URL, "authorization_endpoint": b.srv.URL + "/authorize", "token_endpoint": b.srv.URL + "/token",
 			"registration_endpoint": b.srv.URL + "/register", "response_types_supported": []string{"code"},
@@ -208,13 +214,13 @@ func TestServersDownAreUnavailable(t *testing.T) {
 		t.Fatalf("downstream down: %+v", err)
 	}
 
-	// The real provider, stopped after the protected server started.
-	p := oidctest.Start(t, oidctest.Options{})
+	// The provider, stopped after the protected server started.
+	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
 	p.Stop()
 	m2, st, _ := faultManager(t, rs.URL)
 	_, err = m2.Authorize(ctx, "tracker", false, oauth.Caller{})
-	if err == nil || err.Code != oauth.CodeUnavailable || err.Host != p.Issuer {
+	if err == nil || err.Code != oauth.CodeUnavailable || err.Host != p.IssuerURL() {
 		t.Fatalf("authorization server down: %+v", err)
 	}
 	noGrant(t, st)
@@ -295,7 +301,7 @@ func TestReplayedCodeRefused(t *testing.T) {
 	}
 	u, _ := url.Parse(st2.AuthorizationURL)
 	replay := r.public + "/oauth/callback/tracker?code=" + url.QueryEscape(back.Query().Get("code")) + "&state=" + url.QueryEscape(u.Query().Get("state")) +
-		"&iss=" + url.QueryEscape(r.p.Issuer)
+		"&iss=" + url.QueryEscape(r.p.IssuerURL())
 	status, page := get(t, human, replay)
 	if status != http.StatusBadRequest || !strings.Contains(page, "invalid_grant") {
 		t.Fatalf("replayed code: %d %s", status, page)
@@ -364,7 +370,7 @@ func TestClientIdentityOrder(t *testing.T) {
 }
 
 // TestConfiguredClient: an operator-registered confidential client at the
-// real provider completes the flow with its secret.
+// provider completes the flow with its secret.
 func TestConfiguredClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -373,7 +379,7 @@ func TestConfiguredClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	public := "http://" + ln.Addr().String()
-	p := oidctest.Start(t, oidctest.Options{Clients: []oidctest.Client{{
+	p := oidctest.StartAuthServer(t, oidctest.Options{Clients: []oidctest.Client{{
 		ID: "connecta-ops", Secret: "ops-secret-0123456789", RedirectURIs: []string{public + "/oauth/callback/tracker"},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, AuthMethod: "client_secret_post",
 	}}})
@@ -519,6 +525,58 @@ func TestDiscovery_2025_03_26FallsBackToTheOriginsAuthorizationServer(t *testing
 	}
 }
 
+// A 2025-03-26 downstream's metadata document sits at its origin, and the
+// revision names no issuer: the document's own is taken when it is on that
+// origin, even under a path (the conformance suite's
+// auth/2025-03-26-oauth-metadata-backcompat mounts it at /oauth), and one on
+// another origin is refused.
+func TestDiscovery_2025_03_26TakesTheDocumentsIssuerOnTheOriginOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy = true
+	b.asm = func(m map[string]any) { m["issuer"] = b.srv.URL + "/oauth" }
+	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
+	st, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
+		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
+	}
+
+	b.asm = func(m map[string]any) { m["issuer"] = "https://elsewhere.example" }
+	_, err = m.Authorize(ctx, "tracker", true, oauth.Caller{Operator: true})
+	if err == nil || err.Code != oauth.CodeAuthRequired || !strings.Contains(err.Message, "not on the MCP server's origin") {
+		t.Fatalf("an issuer on another origin: %v", err)
+	}
+}
+
+// A 2025-03-26 downstream without any metadata: that revision's default
+// endpoints at its origin (/authorize, /token, /register) with PKCE S256,
+// and the flow completes (auth/2025-03-26-oauth-endpoint-fallback).
+func TestDiscovery_2025_03_26DefaultEndpointsWithoutMetadata(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy, b.noASM = true, true
+	m, st, public := faultManager(t, b.srv.URL+"/mcp")
+	s, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	u, _ := url.Parse(s.AuthorizationURL)
+	if !strings.HasPrefix(s.AuthorizationURL, b.srv.URL+"/authorize?") || u.Query().Get("code_challenge_method") != "S256" || u.Query().Get("client_id") != "bad-client" {
+		t.Fatalf("authorization URL %s, want %s/authorize with S256 and the registered client", s.AuthorizationURL, b.srv.URL)
+	}
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state"))); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	if _, err := st.Open(ctx, "tracker", "grant"); err != nil {
+		t.Fatalf("no grant after the callback: %v", err)
+	}
+}
+
 // Step-up: a 403 insufficient_scope naming a scope the grant lacks makes
 // authorize_connector ask for the union of granted and required scopes
 // (authorization_required, reason insufficient_scope) — for an operator: a
@@ -575,5 +633,124 @@ func TestStepUp_InsufficientScopeAsksForTheUnion(t *testing.T) {
 	done, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "bob"})
 	if gerr != nil || done.Status != oauth.StatusAuthorized || done.Reason != "" {
 		t.Fatalf("after the step-up: %+v %v", done, gerr)
+	}
+}
+
+// The scopes a step-up challenge named are kept with the grant in the
+// store: another replica — or this one after a restart — that never saw the
+// 403 still asks for them, and the next grant starts without them.
+func TestStepUp_RequiredScopesOutliveTheReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	m, st, public := faultManager(t, b.srv.URL+"/mcp")
+	first, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	u, _ := url.Parse(first.AuthorizationURL)
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(u.Query().Get("state"))); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	b.setStepUp("files:write")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+
+	other, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}},
+		[]oauth.Connector{{ID: "tracker", URL: b.srv.URL + "/mcp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, gerr := other.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("the other replica: %+v %v; want a step-up flow", op, gerr)
+	}
+	if got := mustParse(t, op.AuthorizationURL).Query().Get("scope"); !strings.Contains(" "+got+" ", " files:write ") {
+		t.Fatalf("the other replica's flow asks for %q, want files:write among them", got)
+	}
+	state := mustParse(t, op.AuthorizationURL).Query().Get("state")
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(state)); status != http.StatusOK {
+		t.Fatalf("step-up callback: %d %s", status, page)
+	}
+	b.setStepUp("")
+	if done, gerr := other.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "bob"}); gerr != nil || done.Status != oauth.StatusAuthorized || done.Reason != "" {
+		t.Fatalf("after the step-up: %+v %v", done, gerr)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// signedIn completes a first flow on the fault rig.
+func signedIn(t *testing.T, ctx context.Context, m *oauth.Manager, public string) {
+	t.Helper()
+	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	state := mustParse(t, st.AuthorizationURL).Query().Get("state")
+	if status, page := get(t, http.DefaultClient, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(state)); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+}
+
+// refusedFor makes one request through the connector's transport while the
+// downstream demands scope (a 403 insufficient_scope).
+func refusedFor(t *testing.T, ctx context.Context, m *oauth.Manager, b *badServer, scope string) {
+	t.Helper()
+	b.setStepUp(scope)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("HTTP %d, want the 403", res.StatusCode)
+	}
+}
+
+// The grant's scopes are the ones the token was issued with (the token
+// response's scope, RFC 6749 §5.1), not the ones asked for: an
+// authorization server that grants fewer leaves a step-up to ask for.
+func TestGrant_ScopesAreTheTokenResponses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:read","files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
+	b.token = `{"access_token":"narrow-token","token_type":"Bearer","expires_in":300,"scope":"files:read"}`
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	signedIn(t, ctx, m, public)
+	refusedFor(t, ctx, m, b, "files:write")
+	op, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("after a narrower grant: %+v %v; want a step-up flow", op, gerr)
+	}
+}
+
+// A downstream that refuses a scope the grant holds is not answered with
+// another sign-in that would ask for the same: authorize_connector says
+// authorized and why signing in again will not help.
+func TestStepUp_RefusedHeldScopeIsNotAnotherSignIn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	signedIn(t, ctx, m, public)
+	refusedFor(t, ctx, m, b, "files:write")
+	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || st.Status != oauth.StatusAuthorized || st.AuthorizationURL != "" || !strings.Contains(st.Message, "still refused") {
+		t.Fatalf("a refused held scope: %+v %v", st, gerr)
 	}
 }

@@ -85,18 +85,23 @@ type Caller struct {
 // (forcing over it is for operators only), pending with the same URL while
 // a started flow is unexpired, otherwise a new flow's authorization URL.
 func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Caller) (*Status, *Error) {
+	st, err := m.authorize(ctx, id, force, who)
+	return st, asError(err)
+}
+
+func (m *Manager) authorize(ctx context.Context, id string, force bool, who Caller) (*Status, error) {
 	c := m.connector(id)
-	o, oerr := m.owner(id, who.Who)
-	if oerr != nil {
-		return nil, oerr
+	o, err := m.owner(id, who.Who)
+	if err != nil {
+		return nil, err
 	}
-	g, gerr := m.stored(ctx, o)
-	if gerr != nil {
-		return nil, gerr
+	g, err := m.stored(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	var extra []string // step-up: scopes beyond the grant's
 	if g != nil {
-		if extra = m.missingScopes(id, g); len(extra) > 0 {
+		if extra = missingScopes(g); len(extra) > 0 {
 			if !who.Operator && !c.PerCaller {
 				// Replacing the team's working grant stays an operator's act
 				// (a person's own grant is theirs to step up).
@@ -109,6 +114,12 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	if g != nil && !force && c.PerCaller {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is connected to your own account; retry the call. To connect again, call authorize_connector with force: true.", id)}, nil
+	}
+	if g != nil && !force && len(g.RequiredScopes) > 0 {
+		// The downstream refused scopes the grant holds: signing in again
+		// asks for the same, so it is not offered as the fix.
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is authorized with the scope %s, and the downstream still refused it (403 insufficient_scope): signing in again asks for the same scopes. The account that signed in may lack the permission at the downstream; an operator can force a new authorization with another account.", id, strings.Join(g.RequiredScopes, " "))}, nil
 	}
 	if g != nil && !force {
 		return &Status{Connector: id, Status: StatusAuthorized,
@@ -126,9 +137,9 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	defer unlock()
 	if !force || len(extra) > 0 {
 		var f flow
-		ok, ferr := m.load(ctx, id, o.name(nameFlow), &f)
-		if ferr != nil {
-			return nil, ferr
+		ok, err := m.load(ctx, id, o.name(nameFlow), &f)
+		if err != nil {
+			return nil, err
 		}
 		// A step-up reuses a pending flow only when it asks for the scopes.
 		if ok && m.now().Before(f.ExpiresAt) && len(union(f.Scopes, extra)) == len(f.Scopes) {
@@ -143,9 +154,9 @@ func (m *Manager) Authorize(ctx context.Context, id string, force bool, who Call
 	if g != nil && len(extra) > 0 {
 		granted = union(g.Scopes, extra) // the union of granted and required
 	}
-	f, ferr := m.start(ctx, c, o, who, granted)
-	if ferr != nil {
-		return nil, ferr
+	f, err := m.start(ctx, c, o, who, granted)
+	if err != nil {
+		return nil, err
 	}
 	st := m.pendingStatus(c, f, StatusAuthorizationRequired)
 	if len(extra) > 0 {
@@ -175,7 +186,7 @@ func (m *Manager) pendingStatus(c *Connector, f *flow, status string) *Status {
 // any pending one).
 // A step-up passes stepUp, the granted scopes with the required ones: the
 // flow asks for those besides what it would ask for anyway.
-func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, stepUp []string) (*flow, *Error) {
+func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, stepUp []string) (*flow, error) {
 	d, err := m.discover(ctx, c)
 	if err != nil {
 		return nil, err
@@ -265,7 +276,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	q := r.URL.Query()
 	state := q.Get("state")
 	if c == nil || state == "" {
-		m.log.Warn("oauth callback refused: unknown connector or no state", "connector", clip(id))
+		m.log.WarnContext(ctx, "oauth callback refused: unknown connector or no state", "connector", clip(id))
 		return fail(http.StatusBadRequest, couldNotComplete)
 	}
 	// A per-caller flow is the signed-in person's own: the browser must have
@@ -279,22 +290,22 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 			who, ok = m.opts.SessionActor(r)
 		}
 		if !ok || who.Kind != actor.OIDC {
-			m.log.Warn("oauth callback refused: per-caller connector and no console session in this browser", "connector", id)
+			m.log.WarnContext(ctx, "oauth callback refused: per-caller connector and no console session in this browser", "connector", id)
 			return fail(http.StatusForbidden, fmt.Sprintf("Connector %q connects each person's own account, and this browser is not signed in to connecta. Nothing was granted. Sign in at %s/me as the person who asked for the link, then ask your assistant to call authorize_connector again and open the new link in this browser.", id, m.opts.PublicURL))
 		}
 		o.who = who
 	}
 	f, ferr := m.takeFlow(ctx, o, state)
 	if ferr != nil {
-		m.log.Error("oauth callback: store failed", "connector", id, "err", ferr.Error())
+		m.log.ErrorContext(ctx, "oauth callback: store failed", "connector", id, "err", ferr.Error())
 		return fail(http.StatusServiceUnavailable, "connecta could not reach its store; nothing was changed. Try the link again shortly.")
 	}
 	if f == nil && c.PerCaller {
-		m.log.Warn("oauth callback refused: the state is not a flow of the signed-in actor (someone else's, expired or replayed)", "connector", id)
+		m.log.WarnContext(ctx, "oauth callback refused: the state is not a flow of the signed-in actor (someone else's, expired or replayed)", "connector", id)
 		return fail(http.StatusBadRequest, "This authorization link was not started by the person signed in to connecta in this browser, or it is expired or already used. Nothing was granted: a link connects only the account of the person who asked for it. Ask your assistant to call authorize_connector for a link of your own.")
 	}
 	if f == nil {
-		m.log.Warn("oauth callback refused: unknown, expired or replayed state", "connector", id)
+		m.log.WarnContext(ctx, "oauth callback refused: unknown, expired or replayed state", "connector", id)
 		return fail(http.StatusBadRequest, couldNotComplete)
 	}
 	if e := q.Get("error"); e != "" {
@@ -306,7 +317,7 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		return fail(http.StatusBadRequest, text+". Nothing was changed. To try again, ask your assistant to call authorize_connector for a new link.")
 	}
 	if iss := q.Get("iss"); (iss != "" && iss != f.Issuer) || (iss == "" && f.IssParameter) {
-		m.log.Warn("oauth callback refused: issuer mismatch (RFC 9207)", "connector", id)
+		m.log.WarnContext(ctx, "oauth callback refused: issuer mismatch (RFC 9207)", "connector", id)
 		return fail(http.StatusBadRequest, "The response did not come from the authorization server this flow started with. Nothing was changed; ask for a new link.")
 	}
 	code := q.Get("code")
@@ -330,12 +341,12 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 	g := &grant{
 		Issuer: f.Issuer, TokenURL: f.TokenURL, RevocationURL: f.RevocationURL,
 		ClientID: f.ClientID, ClientSecret: f.ClientSecret, AuthStyle: f.AuthStyle,
-		Resource: f.Resource, Scopes: f.Scopes,
+		Resource: f.Resource, Scopes: grantedScopes(tok, f.Scopes),
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: m.now(),
 		GrantedAt: m.now().UTC(), GrantedBy: f.StartedBy,
 	}
 	if err := m.putGrant(ctx, o, g); err != nil {
-		m.log.Error("oauth callback: could not store the grant", "connector", id, "err", err.Error())
+		m.log.ErrorContext(ctx, "oauth callback: could not store the grant", "connector", id, "err", err.Error())
 		return fail(http.StatusServiceUnavailable, "connecta could not store the grant; nothing was changed. Ask for a new link and try again.")
 	}
 	m.audit(ctx, AuditRecord{Connector: id, Action: "granted", Actor: f.StartedBy, Owner: o.display(), Issuer: f.Issuer, Outcome: "ok"})
@@ -348,10 +359,20 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		text: fmt.Sprintf("connecta can now reach %s (connector %q) on your team's behalf. Return to your assistant and retry the request. You can close this window.", c.Title, id)}
 }
 
+// grantedScopes are the scopes the token was issued with: the token
+// response's scope when it names one (RFC 6749 §5.1: the server may grant
+// fewer than asked, and says so there), else what the flow asked for.
+func grantedScopes(tok *oauth2.Token, asked []string) []string {
+	if s, ok := tok.Extra("scope").(string); ok && strings.TrimSpace(s) != "" {
+		return strings.Fields(s)
+	}
+	return asked
+}
+
 // takeFlow returns the connector's flow if state is its state and it has
 // not expired, deleting it first so that it is used once, whichever replica
 // asks; nil when there is none or it does not match.
-func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, *Error) {
+func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, error) {
 	var f flow
 	ok, err := m.load(ctx, o.id, o.name(nameFlow), &f)
 	if err != nil || !ok {

@@ -33,16 +33,21 @@ type grant struct {
 	AuthStyle     oauth2.AuthStyle `json:"authStyle"`
 	Resource      string           `json:"resource"`
 	Scopes        []string         `json:"scopes,omitempty"`
-	AccessToken   string           `json:"accessToken"`
-	RefreshToken  string           `json:"refreshToken,omitempty"`
-	Expiry        time.Time        `json:"expiry,omitzero"`
-	Obtained      time.Time        `json:"obtained"` // when the access token was issued to us
-	GrantedAt     time.Time        `json:"grantedAt"`
-	GrantedBy     string           `json:"grantedBy,omitempty"`
+	// RequiredScopes are what the downstream's 403 insufficient_scope
+	// challenges named (step-up), kept with the grant they refused so that
+	// every replica, and a restarted one, asks for them; the next grant
+	// starts without.
+	RequiredScopes []string  `json:"requiredScopes,omitempty"`
+	AccessToken    string    `json:"accessToken"`
+	RefreshToken   string    `json:"refreshToken,omitempty"`
+	Expiry         time.Time `json:"expiry,omitzero"`
+	Obtained       time.Time `json:"obtained"` // when the access token was issued to us
+	GrantedAt      time.Time `json:"grantedAt"`
+	GrantedBy      string    `json:"grantedBy,omitempty"`
 }
 
 // stored reads the grant from the store (and refreshes the cache).
-func (m *Manager) stored(ctx context.Context, o owner) (*grant, *Error) {
+func (m *Manager) stored(ctx context.Context, o owner) (*grant, error) {
 	var g grant
 	ok, err := m.load(ctx, o.id, o.name(nameGrant), &g)
 	if err != nil {
@@ -58,7 +63,7 @@ func (m *Manager) stored(ctx context.Context, o owner) (*grant, *Error) {
 	return &g, nil
 }
 
-func (m *Manager) putGrant(ctx context.Context, o owner, g *grant) *Error {
+func (m *Manager) putGrant(ctx context.Context, o owner, g *grant) error {
 	if err := m.save(ctx, o.id, o.name(nameGrant), g); err != nil {
 		return err
 	}
@@ -69,7 +74,7 @@ func (m *Manager) putGrant(ctx context.Context, o owner, g *grant) *Error {
 }
 
 // dropGrant deletes the grant (invalid_grant, revoke).
-func (m *Manager) dropGrant(ctx context.Context, o owner) *Error {
+func (m *Manager) dropGrant(ctx context.Context, o owner) error {
 	m.mu.Lock()
 	delete(m.cache, o.key())
 	m.mu.Unlock()
@@ -106,7 +111,7 @@ func (m *Manager) fresh(g *grant) bool {
 // accessToken returns a grant whose access token is current: the cached
 // one while fresh, else the store's, refreshed (once, under the store's
 // lock) when it is about to expire.
-func (m *Manager) accessToken(ctx context.Context, o owner) (*grant, *Error) {
+func (m *Manager) accessToken(ctx context.Context, o owner) (*grant, error) {
 	m.mu.Lock()
 	g := m.cache[o.key()]
 	m.mu.Unlock()
@@ -129,11 +134,11 @@ func (m *Manager) accessToken(ctx context.Context, o owner) (*grant, *Error) {
 // refresh replaces the access token that stale names, under the store's
 // lock: whoever holds the lock first refreshes; the others find the grant
 // already changed and use it.
-func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant, e *Error) {
+func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant, err error) {
 	id := o.id
 	ctx, span := m.tracer.Start(ctx, "connecta.oauth.refresh", trace.WithAttributes(attribute.String("connecta.connector", id)))
 	defer func() {
-		if e != nil {
+		if e := asError(err); e != nil {
 			span.SetAttributes(attribute.String("connecta.outcome", string(e.Code)))
 			span.SetStatus(codes.Error, string(e.Code))
 		}
@@ -144,9 +149,9 @@ func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant,
 		return nil, storeFailed("lock the grant", err)
 	}
 	defer unlock()
-	g, gerr := m.stored(ctx, o)
-	if gerr != nil {
-		return nil, gerr
+	g, err = m.stored(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	if g == nil {
 		return nil, m.noGrant(o)
@@ -157,32 +162,32 @@ func (m *Manager) refresh(ctx context.Context, o owner, stale string) (g *grant,
 	if g.RefreshToken == "" {
 		m.metrics.refreshed(id, "invalid_grant")
 		m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Owner: o.display(), Issuer: g.Issuer, Outcome: "no_refresh_token"})
-		if derr := m.dropGrant(ctx, o); derr != nil {
-			return nil, derr
+		if err := m.dropGrant(ctx, o); err != nil {
+			return nil, err
 		}
 		return nil, authRequired("Connector %q's access expired and the authorization server gave no refresh token: a person must sign in again", id)
 	}
-	tok, rerr := m.refreshGrant(ctx, id, g)
-	if rerr == nil {
-		rerr = checkToken(tok)
+	tok, err := m.refreshGrant(ctx, id, g)
+	if err == nil {
+		err = checkToken(tok)
 	}
-	if rerr != nil {
+	if err != nil {
 		var re *oauth2.RetrieveError
-		if errors.As(rerr, &re) && re.ErrorCode == "invalid_grant" {
+		if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
 			m.metrics.refreshed(id, "invalid_grant")
 			m.audit(ctx, AuditRecord{Connector: id, Action: "dropped", Owner: o.display(), Issuer: g.Issuer, Outcome: "invalid_grant"})
-			if derr := m.dropGrant(ctx, o); derr != nil {
-				return nil, derr
+			if err := m.dropGrant(ctx, o); err != nil {
+				return nil, err
 			}
 			return nil, authRequired("Connector %q's grant was revoked or expired at the authorization server (invalid_grant): a person must sign in again", id)
 		}
 		m.metrics.refreshed(id, "failed")
-		e := exchangeFailed(rerr, g.TokenURL)
-		m.log.Warn("oauth: refresh failed; the grant is kept", "connector", id, "code", string(e.Code), "message", e.Message)
+		e := exchangeFailed(err, g.TokenURL)
+		m.log.WarnContext(ctx, "oauth: refresh failed; the grant is kept", "connector", id, "code", string(e.Code), "message", e.Message)
 		if e.Code == CodeAuthRequired {
 			// The server answered, but not with a token; the grant may
 			// still be good, so it is kept and the call is not retried.
-			e = &Error{Code: CodeUnavailable, Host: origin(g.TokenURL), Message: "refreshing the access token failed: " + e.Message, err: rerr}
+			e = &Error{Code: CodeUnavailable, Host: origin(g.TokenURL), Message: "refreshing the access token failed: " + e.Message, err: err}
 		}
 		return nil, e
 	}
@@ -279,10 +284,10 @@ type transport struct {
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	o, oerr := t.m.owner(t.o.id, t.o.who)
-	if oerr != nil {
+	o, err := t.m.owner(t.o.id, t.o.who)
+	if err != nil {
 		closeBody(req)
-		return nil, oerr
+		return nil, err
 	}
 	g, err := t.m.accessToken(ctx, o)
 	if err != nil {
@@ -290,14 +295,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	first := withToken(req, g.AccessToken)
-	res, rerr := t.base.RoundTrip(first)
-	if rerr == nil && res.StatusCode == http.StatusForbidden {
+	res, err := t.base.RoundTrip(first)
+	if err == nil && res.StatusCode == http.StatusForbidden {
 		if sc := InsufficientScope(res.Header); len(sc) > 0 {
-			t.m.needScopes(t.o.id, sc)
+			t.m.needScopes(ctx, o, g.AccessToken, sc)
 		}
 	}
-	if rerr != nil || res.StatusCode != http.StatusUnauthorized {
-		return res, rerr
+	if err != nil || res.StatusCode != http.StatusUnauthorized {
+		return res, err
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return res, nil // cannot be re-sent: the 401 stands
@@ -309,8 +314,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	again := withToken(req, g2.AccessToken)
 	if req.GetBody != nil {
-		body, berr := req.GetBody()
-		if berr != nil {
+		body, err := req.GetBody()
+		if err != nil {
 			return res, nil
 		}
 		again.Body = body
@@ -343,9 +348,14 @@ func closeBody(req *http.Request) {
 // who names whose grant on a per-caller connector (the zero ID: the
 // connector's one grant); by is who asked, for the audit.
 func (m *Manager) Revoke(ctx context.Context, id string, who actor.ID, by string) (string, *Error) {
-	o, oerr := m.owner(id, who)
-	if oerr != nil {
-		return "", oerr
+	done, err := m.revoke(ctx, id, who, by)
+	return done, asError(err)
+}
+
+func (m *Manager) revoke(ctx context.Context, id string, who actor.ID, by string) (string, error) {
+	o, err := m.owner(id, who)
+	if err != nil {
+		return "", err
 	}
 	g, err := m.stored(ctx, o)
 	if err != nil {
@@ -363,20 +373,20 @@ func (m *Manager) Revoke(ctx context.Context, id string, who actor.ID, by string
 			if tok.value == "" {
 				continue
 			}
-			if rerr := m.revokeToken(ctx, id, g, tok.value, tok.hint); rerr != nil {
-				return "", rerr
+			if err := m.revokeToken(ctx, id, g, tok.value, tok.hint); err != nil {
+				return "", err
 			}
 		}
 		done = "revoked the grant at " + origin(g.RevocationURL) + " and deleted it"
 	}
-	if derr := m.dropGrant(ctx, o); derr != nil {
-		return "", derr
+	if err := m.dropGrant(ctx, o); err != nil {
+		return "", err
 	}
 	m.audit(ctx, AuditRecord{Connector: id, Action: "revoked", Actor: by, Owner: o.display(), Issuer: g.Issuer, Outcome: "ok"})
 	return done, nil
 }
 
-func (m *Manager) revokeToken(ctx context.Context, id string, g *grant, token, hint string) *Error {
+func (m *Manager) revokeToken(ctx context.Context, id string, g *grant, token, hint string) error {
 	form := url.Values{"token": {token}, "token_type_hint": {hint}}
 	if g.AuthStyle != oauth2.AuthStyleInHeader || g.ClientSecret == "" {
 		form.Set("client_id", g.ClientID)
@@ -414,10 +424,10 @@ func (m *Manager) Durable() bool { return m.opts.Store.Durable() }
 
 // Granted reports whether the connector has a stored grant (the console's
 // OAuth state); it never contacts the authorization server.
-func (m *Manager) Granted(ctx context.Context, id string, who actor.ID) (bool, *Error) {
-	o, oerr := m.owner(id, who)
-	if oerr != nil {
-		return false, oerr
+func (m *Manager) Granted(ctx context.Context, id string, who actor.ID) (bool, error) {
+	o, err := m.owner(id, who)
+	if err != nil {
+		return false, err
 	}
 	g, err := m.stored(ctx, o)
 	if err != nil {
@@ -441,26 +451,44 @@ func InsufficientScope(h http.Header) []string {
 	return nil
 }
 
-// needScopes records scopes a downstream asked for beyond the grant.
-func (m *Manager) needScopes(id string, scopes []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stepUp[id] = union(m.stepUp[id], scopes)
+// needScopes records on the grant the scopes a downstream's step-up
+// challenge named, under the grant's lock; token is the access token the
+// downstream refused: a grant replaced since (a new sign-in) is not marked.
+// A store failure is logged: the call fails auth_required either way, and
+// the next refusal says it again.
+func (m *Manager) needScopes(ctx context.Context, o owner, token string, scopes []string) {
+	if err := m.markRequired(ctx, o, token, scopes); err != nil {
+		m.log.Warn("oauth: could not record the scopes a step-up asks for", "connector", o.id, "err", err.Error())
+	}
 }
 
-// missingScopes is what the last step-up challenge asked for that g lacks;
-// none forgets the challenge.
-func (m *Manager) missingScopes(id string, g *grant) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m *Manager) markRequired(ctx context.Context, o owner, token string, scopes []string) error {
+	unlock, err := m.opts.Store.Lock(ctx, o.id, o.name(nameGrant))
+	if err != nil {
+		return storeFailed("lock the grant", err)
+	}
+	defer unlock()
+	g, err := m.stored(ctx, o)
+	if err != nil || g == nil || g.AccessToken != token {
+		return err
+	}
+	next := union(g.RequiredScopes, scopes)
+	if len(next) == len(g.RequiredScopes) {
+		return nil
+	}
+	marked := *g
+	marked.RequiredScopes = next
+	return m.putGrant(ctx, o, &marked)
+}
+
+// missingScopes is what the grant's step-up challenges asked for that it
+// lacks.
+func missingScopes(g *grant) []string {
 	var missing []string
-	for _, s := range m.stepUp[id] {
+	for _, s := range g.RequiredScopes {
 		if !slices.Contains(g.Scopes, s) {
 			missing = append(missing, s)
 		}
-	}
-	if len(missing) == 0 {
-		delete(m.stepUp, id)
 	}
 	return missing
 }

@@ -123,10 +123,6 @@ type Manager struct {
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
-	// stepUp is, per connector, the scopes a downstream's 403
-	// insufficient_scope challenge asked for (this replica's memory: the
-	// next refusal says it again).
-	stepUp map[string][]string
 }
 
 // New validates the configuration. No server is contacted.
@@ -151,7 +147,6 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		cache:  map[string]*grant{},
-		stepUp: map[string][]string{},
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}
@@ -224,7 +219,7 @@ func (m *Manager) grantChanged(id string) {
 }
 
 // load reads and decodes a sealed value; (false, nil) when absent.
-func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool, *Error) {
+func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool, error) {
 	raw, err := m.opts.Store.Open(ctx, connector, name)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
@@ -234,13 +229,13 @@ func (m *Manager) load(ctx context.Context, connector, name string, v any) (bool
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		// A value this binary cannot read is as good as absent; say so once.
-		m.log.Error("oauth: stored value is unreadable; treating it as missing", "connector", connector, "name", name)
+		m.log.ErrorContext(ctx, "oauth: stored value is unreadable; treating it as missing", "connector", connector, "name", name)
 		return false, nil
 	}
 	return true, nil
 }
 
-func (m *Manager) save(ctx context.Context, connector, name string, v any) *Error {
+func (m *Manager) save(ctx context.Context, connector, name string, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return storeFailed("encode the "+name, err)

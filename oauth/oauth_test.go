@@ -22,7 +22,7 @@ import (
 // rig is a Manager for one connector "tracker" in front of a protected
 // server, with its callback served on a loopback publicUrl.
 type rig struct {
-	p       *oidctest.Provider
+	p       oidctest.AuthServer
 	rs      *oidctest.ProtectedServer
 	m       *oauth.Manager
 	store   oauth.Store
@@ -31,29 +31,50 @@ type rig struct {
 	mu      sync.Mutex
 	audits  []oauth.AuditRecord
 	changed int
+	// clk is the Manager's clock; replicas share one (a.clk = b.clk).
+	clk *clock
+}
+
+// clock is real time plus an offset a test moves forward: a token
+// "expires" for the Manager without the test sleeping through its lifetime.
+type clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
 }
 
 func newRig(t *testing.T, popts oidctest.Options, store oauth.Store) *rig {
 	t.Helper()
-	p := oidctest.Start(t, popts)
+	p := oidctest.StartAuthServer(t, popts)
 	rs := oidctest.NewProtectedServer(t, p)
 	return newRigFor(t, p, rs, store)
 }
 
-func newRigFor(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store) *rig {
+func newRigFor(t *testing.T, p oidctest.AuthServer, rs *oidctest.ProtectedServer, store oauth.Store) *rig {
 	return newRigWithPublic(t, p, rs, store, "")
 }
 
 // newRigWithPublic: public "" is this rig's own callback address; another
 // rig's address makes this one a replica behind the same public URL.
-func newRigWithPublic(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string) *rig {
+func newRigWithPublic(t *testing.T, p oidctest.AuthServer, rs *oidctest.ProtectedServer, store oauth.Store, public string) *rig {
 	t.Helper()
 	return newRigAt(t, p, rs, store, public, false)
 }
 
 // newRigAt: perCaller makes "tracker" a `grants: caller` connector whose
 // callback finds the browser's session in the testSessionCookie.
-func newRigAt(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, store oauth.Store, public string, perCaller bool) *rig {
+func newRigAt(t *testing.T, p oidctest.AuthServer, rs *oidctest.ProtectedServer, store oauth.Store, public string, perCaller bool) *rig {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,9 +86,10 @@ func newRigAt(t *testing.T, p *oidctest.Provider, rs *oidctest.ProtectedServer, 
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry()}
+	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry(), clk: &clock{}}
 	r.m, err = oauth.New(oauth.Options{
 		PublicURL: r.public, Store: store, Metrics: r.reg, SessionActor: testSession,
+		Now:           func() time.Time { return r.clk.now() },
 		OnGrantChange: func(string) { r.mu.Lock(); r.changed++; r.mu.Unlock() },
 		Audit: func(_ context.Context, a oauth.AuditRecord) {
 			r.mu.Lock()
@@ -159,7 +181,8 @@ func (r *rig) refreshes(outcome string) float64 {
 func TestAuthorizeFlowGrantsAndRefreshes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	r := newRig(t, oidctest.Options{AccessTokenTTL: time.Second}, nil)
+	const ttl = 5 * time.Minute
+	r := newRig(t, oidctest.Options{AccessTokenTTL: ttl}, nil)
 
 	for _, o := range []string{"ok", "failed", "invalid_grant"} {
 		if n := r.refreshes(o); n != 0 {
@@ -211,8 +234,8 @@ func TestAuthorizeFlowGrantsAndRefreshes(t *testing.T) {
 		t.Fatalf("non-operator force: %+v", st4)
 	}
 
-	// Refresh before expiry (the access token lives 1 s).
-	time.Sleep(1100 * time.Millisecond)
+	// Refresh before expiry: past the token's lifetime on the Manager's clock.
+	r.clk.advance(ttl)
 	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
 		t.Fatalf("whoami after expiry: %q %v", got, err)
 	}
@@ -226,10 +249,8 @@ func TestAuthorizeFlowGrantsAndRefreshes(t *testing.T) {
 	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
 		t.Fatalf("whoami after a 401: %q %v", got, err)
 	}
-	// One refresh for the 401 (a second only if the 1 s token also neared
-	// expiry on a slow machine, and then the resource server may have
-	// refused that token once too: every extra 401 is paired with a refresh).
-	if d := r.refreshes("ok") - okBefore; r.rs.Unauthorized() < before+1 || r.rs.Unauthorized() > before+int(d) || r.rs.Calls() != calls+1 || d < 1 || d > 2 {
+	// Exactly one refresh for the 401: the clock does not move meanwhile.
+	if d := r.refreshes("ok") - okBefore; r.rs.Unauthorized() != before+1 || r.rs.Calls() != calls+1 || d != 1 {
 		t.Fatalf("401s %d→%d, tool runs %d→%d, refreshes %v→%v; want +1 each",
 			before, r.rs.Unauthorized(), calls, r.rs.Calls(), okBefore, r.refreshes("ok"))
 	}
@@ -344,7 +365,7 @@ func (r *rig) revokeGrantAtServer(t *testing.T, ctx context.Context, name string
 	}
 	rt := between(string(raw), `"refreshToken":"`, `"`)
 	cid := between(string(raw), `"clientId":"`, `"`)
-	res, err := http.Post(r.p.Issuer+"/token/revocation", "application/x-www-form-urlencoded",
+	res, err := http.Post(r.p.IssuerURL()+"/token/revocation", "application/x-www-form-urlencoded",
 		strings.NewReader("token="+rt+"&client_id="+cid))
 	if err != nil {
 		t.Fatal(err)

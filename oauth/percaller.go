@@ -46,7 +46,7 @@ func (o owner) display() string {
 // owner resolves whose grant a request for connector id by who uses: on a
 // per-caller connector, who's own — and only an OIDC caller (a person) may
 // have one; elsewhere the connector's one grant, whoever asks.
-func (m *Manager) owner(id string, who actor.ID) (owner, *Error) {
+func (m *Manager) owner(id string, who actor.ID) (owner, error) {
 	c := m.connector(id)
 	if c == nil {
 		return owner{}, authRequired("connector %q does not use OAuth", id)

@@ -113,7 +113,7 @@ func wantAuthRequired(t *testing.T, err error, what string) *oauth.Error {
 func TestPerCaller_EachPersonUsesTheirOwnGrant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p := oidctest.Start(t, twoPeople())
+	p := oidctest.StartAuthServer(t, twoPeople())
 	r := newRigAt(t, p, oidctest.NewProtectedServer(t, p), nil, "", true)
 
 	// Pending is the starter's own: Bob does not get Alice's link.
@@ -198,7 +198,7 @@ func TestPerCaller_EachPersonUsesTheirOwnGrant(t *testing.T) {
 func TestPerCaller_FlowCompletesOnlyInTheStartersBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p := oidctest.Start(t, twoPeople())
+	p := oidctest.StartAuthServer(t, twoPeople())
 	r := newRigAt(t, p, oidctest.NewProtectedServer(t, p), nil, "", true)
 	st := r.start(t, ctx, alice)
 
@@ -237,9 +237,6 @@ func TestPerCaller_FlowCompletesOnlyInTheStartersBrowser(t *testing.T) {
 // access token expires, eight concurrent calls of hers (on both replicas)
 // cause exactly one refresh, and Bob's grant is untouched.
 func TestPerCaller_ReplicasShareOnePersonsFlowAndRefreshOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("PostgreSQL and a token expiry: not in -short")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cluster := pgtest.Start(t)
@@ -247,11 +244,11 @@ func TestPerCaller_ReplicasShareOnePersonsFlowAndRefreshOnce(t *testing.T) {
 	key := make([]byte, vault.KeyBytes)
 	_, _ = rand.Read(key)
 	opts := twoPeople()
-	opts.AccessTokenTTL = 6 * time.Second
-	p := oidctest.Start(t, opts)
+	p := oidctest.StartAuthServer(t, opts)
 	rs := oidctest.NewProtectedServer(t, p)
 	b := newRigAt(t, p, rs, replicaStore(t, dbURL, key), "", true)
 	a := newRigAt(t, p, rs, replicaStore(t, dbURL, key), b.public, true)
+	a.clk = b.clk
 
 	st := a.start(t, ctx, alice)
 	if again := b.start(t, ctx, alice); again.Status != oauth.StatusPending || again.AuthorizationURL != st.AuthorizationURL {
@@ -270,7 +267,7 @@ func TestPerCaller_ReplicasShareOnePersonsFlowAndRefreshOnce(t *testing.T) {
 		}
 	}
 	okBefore := a.refreshes("ok") + b.refreshes("ok")
-	time.Sleep(opts.AccessTokenTTL)
+	b.clk.advance(5 * time.Minute) // past the access token's default lifetime
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
@@ -303,7 +300,7 @@ func TestPerCaller_ReplicasShareOnePersonsFlowAndRefreshOnce(t *testing.T) {
 func TestPerCaller_InvalidGrantDropsThatPersonsGrantOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p := oidctest.Start(t, twoPeople())
+	p := oidctest.StartAuthServer(t, twoPeople())
 	r := newRigAt(t, p, oidctest.NewProtectedServer(t, p), nil, "", true)
 	for who, account := range map[actor.ID]string{alice: "alice", bob: "bob"} {
 		if status, page, _ := r.complete(t, ctx, r.browser(t, who), r.start(t, ctx, who).AuthorizationURL, account); status != http.StatusOK {

@@ -52,10 +52,11 @@ func TestReplicasShareFlowAndGrant(t *testing.T) {
 	key := make([]byte, vault.KeyBytes)
 	_, _ = rand.Read(key)
 
-	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 6 * time.Second})
+	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
 	b := newRigFor(t, p, rs, replicaStore(t, url, key))
 	a := newRigWithPublic(t, p, rs, replicaStore(t, url, key), b.public)
+	a.clk = b.clk
 
 	st, gerr := a.m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "laptop"})
 	if gerr != nil {
@@ -77,7 +78,7 @@ func TestReplicasShareFlowAndGrant(t *testing.T) {
 
 	// Expire the access token, then call concurrently on both replicas.
 	okBefore := a.refreshes("ok") + b.refreshes("ok")
-	time.Sleep(6 * time.Second)
+	b.clk.advance(5 * time.Minute) // past the access token's default lifetime
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {

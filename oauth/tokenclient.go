@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -146,12 +145,8 @@ func (e *localAddrError) Error() string {
 	return "refusing a token request to the loopback, private or reserved address " + e.addr + " (the connector's own URL is public)"
 }
 
-// refusedLocal is the *Error for a token request refused by publicOnly, or
-// nil when err is not that.
+// refusedLocal is the *Error for a token request refused by publicOnly
+// (err holds a *localAddrError).
 func refusedLocal(what, rawURL string, err error) *Error {
-	var le *localAddrError
-	if !errors.As(err, &le) {
-		return nil
-	}
 	return &Error{Code: CodeAuthRequired, Message: fmt.Sprintf("%s (%s) is on a loopback, private or reserved address while the connector is not, so connecta refused to send it the request", what, origin(rawURL)), err: err}
 }

@@ -50,7 +50,7 @@ func TestTokenRequests_NoRedirectsAndNoLocalAddressUnlessTheConnectorIsLocal(t *
 	// refused at the dial, not retryable, nothing sent.
 	grantAt("public", as.URL+"/token")
 	_, gerr := m.refresh(ctx, owner{id: "public"}, "old")
-	if gerr == nil || !strings.Contains(gerr.Message, "private or reserved address") {
+	if gerr == nil || !strings.Contains(gerr.Error(), "private or reserved address") {
 		t.Fatalf("refresh to loopback for a public connector: %v", gerr)
 	}
 	if _, gerr := m.Revoke(ctx, "public", actor.ID{}, "op"); gerr == nil || gerr.Code != CodeAuthRequired || !strings.Contains(gerr.Message, "private or reserved address") {
@@ -63,7 +63,7 @@ func TestTokenRequests_NoRedirectsAndNoLocalAddressUnlessTheConnectorIsLocal(t *
 	// A connector on loopback may use a loopback token endpoint, but a
 	// redirect is answered, not followed.
 	grantAt("local", as.URL+"/redirect")
-	if _, gerr := m.refresh(ctx, owner{id: "local"}, "old"); gerr == nil || !strings.Contains(gerr.Message, "HTTP 307") {
+	if _, gerr := m.refresh(ctx, owner{id: "local"}, "old"); gerr == nil || !strings.Contains(gerr.Error(), "HTTP 307") {
 		t.Fatalf("refresh through a 307: %v", gerr)
 	}
 	if followed.Load() != 0 {

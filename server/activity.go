@@ -114,7 +114,7 @@ func (s *Server) serveActivity(w http.ResponseWriter, r *http.Request) {
 			writeJSONError(w, http.StatusBadRequest, "invalid_args", "before must be a nextCursor from a previous page.")
 			return
 		case err != nil:
-			s.log.Warn("activity: store read failed", "error", err.Error())
+			s.log.WarnContext(r.Context(), "activity: store read failed", "error", err.Error())
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			body, _ := gateway.Object{{Key: "error", Value: storeUnavailable(err)}}.MarshalJSON()
@@ -140,7 +140,7 @@ func (s *Server) nameActors(ctx context.Context, events []activity.Event) {
 	}
 	names, err := tokens.Names(ctx)
 	if err != nil {
-		s.log.Warn("activity: token names not read", "error", err.Error())
+		s.log.WarnContext(ctx, "activity: token names not read", "error", err.Error())
 		return
 	}
 	for i := range events {

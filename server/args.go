@@ -11,26 +11,25 @@ import (
 )
 
 // toolArgs is a tool's arguments object, decoded leniently: unknown keys are
-// ignored (docs/meta-tools.md §1), a present key of the wrong type is an argError naming it.
+// ignored (docs/meta-tools.md §1), a present key of the wrong type is an error naming it.
 type toolArgs map[string]json.RawMessage
 
-// argError is a schema violation; its text names the offending field. It is
-// returned as an isError result, not a JSON-RPC error (docs/meta-tools.md §1).
-type argError struct{ msg string }
+// argErrorf is a schema violation; its text names the offending field. It
+// is answered as an isError result, not a JSON-RPC error
+// (docs/meta-tools.md §1). The decoders below return it as error: their
+// callers only pass it on, to argFailure or to a text result.
+func argErrorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
 
-func (e *argError) Error() string { return e.msg }
-
-func argErrorf(format string, a ...any) *argError { return &argError{msg: fmt.Sprintf(format, a...)} }
-
-// typed is the argError as the model sees it: invalid_args, not retryable.
-func (e *argError) typed() *gateway.Error {
-	return &gateway.Error{Code: gateway.CodeInvalidArgs, Message: e.msg}
+// invalidArgs is an argument error as the model sees it: invalid_args, not
+// retryable.
+func invalidArgs(err error) *gateway.Error {
+	return &gateway.Error{Code: gateway.CodeInvalidArgs, Message: err.Error()}
 }
 
 // argFailure answers a tool's argument error in the typed envelope.
-func argFailure(e *argError) *mcp.CallToolResult { return failureResult(e.typed()) }
+func argFailure(err error) *mcp.CallToolResult { return failureResult(invalidArgs(err)) }
 
-func parseArgs(raw json.RawMessage) (toolArgs, *argError) {
+func parseArgs(raw json.RawMessage) (toolArgs, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return toolArgs{}, nil
@@ -55,7 +54,7 @@ func (a toolArgs) present(key string) (json.RawMessage, bool) {
 	return v, true
 }
 
-func (a toolArgs) str(key string) (string, bool, *argError) {
+func (a toolArgs) str(key string) (string, bool, error) {
 	v, ok := a.present(key)
 	if !ok {
 		return "", false, nil
@@ -67,7 +66,7 @@ func (a toolArgs) str(key string) (string, bool, *argError) {
 	return s, true, nil
 }
 
-func (a toolArgs) requiredStr(key string) (string, *argError) {
+func (a toolArgs) requiredStr(key string) (string, error) {
 	s, ok, err := a.str(key)
 	if err != nil {
 		return "", err
@@ -78,7 +77,7 @@ func (a toolArgs) requiredStr(key string) (string, *argError) {
 	return s, nil
 }
 
-func (a toolArgs) boolean(key string) (bool, *argError) {
+func (a toolArgs) boolean(key string) (bool, error) {
 	v, ok := a.present(key)
 	if !ok {
 		return false, nil
@@ -91,7 +90,7 @@ func (a toolArgs) boolean(key string) (bool, *argError) {
 }
 
 // integer decodes an integral JSON number within [lo, hi].
-func (a toolArgs) integer(key string, lo, hi int64) (int64, bool, *argError) {
+func (a toolArgs) integer(key string, lo, hi int64) (int64, bool, error) {
 	v, ok := a.present(key)
 	if !ok {
 		return 0, false, nil
@@ -109,7 +108,7 @@ func (a toolArgs) integer(key string, lo, hi int64) (int64, bool, *argError) {
 	return int64(f), true, nil
 }
 
-func (a toolArgs) object(key string) (json.RawMessage, *argError) {
+func (a toolArgs) object(key string) (json.RawMessage, error) {
 	v, ok := a.present(key)
 	if !ok {
 		return nil, nil
@@ -120,7 +119,7 @@ func (a toolArgs) object(key string) (json.RawMessage, *argError) {
 	return v, nil
 }
 
-func (a toolArgs) strings(key string) ([]string, *argError) {
+func (a toolArgs) strings(key string) ([]string, error) {
 	v, ok := a.present(key)
 	if !ok {
 		return nil, nil
@@ -132,7 +131,7 @@ func (a toolArgs) strings(key string) ([]string, *argError) {
 	return out, nil
 }
 
-func (a toolArgs) enum(key string, allowed ...string) (string, bool, *argError) {
+func (a toolArgs) enum(key string, allowed ...string) (string, bool, error) {
 	s, ok, err := a.str(key)
 	if err != nil || !ok {
 		return "", ok, err

@@ -192,12 +192,12 @@ func TestFairAdmission_SixtyFourSlowSendersOfOneTokenDoNotStarveAnother(t *testi
 	for range 64 {
 		wg.Go(func() { trickleAs(addr, slow, 50*time.Millisecond, stop) })
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for a := h.srv.Health().Admission.Requests; a.Active < 16 || a.Queued < 32; a = h.srv.Health().Admission.Requests {
-		if time.Now().After(deadline) {
-			t.Fatalf("the flood holds %d permits and %d places", a.Active, a.Queued)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool {
+		a := h.srv.Health().Admission.Requests
+		return a.Active >= 16 && a.Queued >= 32
+	}) {
+		a := h.srv.Health().Admission.Requests
+		t.Fatalf("the flood holds %d permits and %d places", a.Active, a.Queued)
 	}
 	cs := h.connect(t, other)
 	for range 3 {
@@ -230,9 +230,8 @@ func BenchmarkBodyTimeout_NormalCallerP99During16Trickling(b *testing.B) {
 		})
 	}
 	defer func() { close(stop); wg.Wait() }()
-	for h.srv.Health().Admission.Requests.Active < 16 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(b, 10*time.Second, func() bool { return h.srv.Health().Admission.Requests.Active >= 16 },
+		"the 16 trickling connections hold no permits")
 	cs := h.connect(b, "")
 	var lat []time.Duration
 	b.ResetTimer()

@@ -34,7 +34,7 @@ type callArgs struct {
 	diagnostics bool
 }
 
-func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Duration) (callArgs, *argError) {
+func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Duration) (callArgs, error) {
 	var c callArgs
 	a, err := parseArgs(raw)
 	if err != nil {
@@ -85,9 +85,9 @@ func parseCallArgs(raw json.RawMessage, destructive bool, defaultTimeout time.Du
 // one Invoke with source = the tool name, then the result envelope.
 func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest, destructive bool) (*mcp.CallToolResult, error) {
 	set := s.settingsNow()
-	c, aerr := parseCallArgs(req.Params.Arguments, destructive, set.hostCallTimeout)
-	if aerr != nil {
-		return s.callFailure(aerr.typed(), c, 0, 0, timing{}), nil
+	c, err := parseCallArgs(req.Params.Arguments, destructive, set.hostCallTimeout)
+	if err != nil {
+		return s.callFailure(invalidArgs(err), c, 0, 0, timing{}), nil
 	}
 	if c.timeout > s.writeTimeout()-set.requests.QueueTimeout-writeGrace && info.extendWrite != nil {
 		info.extendWrite(c.timeout)
@@ -138,7 +138,7 @@ func (s *Server) handleCall(ctx context.Context, info *requestInfo, req *mcp.Cal
 	}
 	out, err := s.callSuccess(ctx, res, c, shaped, start, callDone)
 	if isStoreDown(err) {
-		s.log.Warn("call_tool: the result needed the stash and the store is unavailable", "error", err.Error())
+		s.log.WarnContext(ctx, "call_tool: the result needed the stash and the store is unavailable", "error", err.Error())
 		return s.callFailure(storeUnavailable(err), c, time.Since(start), res.Attempts, successTiming(res, start, callDone)), nil
 	}
 	if err != nil {

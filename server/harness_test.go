@@ -82,6 +82,8 @@ const withStreamingCode = withCode
 type downstream struct {
 	url  string
 	mode atomic.Value // string
+	// requests counts every HTTP request the server was sent (any method).
+	requests atomic.Int64
 
 	mu       sync.Mutex
 	lastArgs string
@@ -187,6 +189,7 @@ func newDownstream(t testing.TB) *downstream {
 	}
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(r.Context()) }, &mcp.StreamableHTTPOptions{Stateless: true})
 	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.requests.Add(1)
 		switch d.mode.Load().(string) {
 		case "401":
 			http.Error(w, "unauthorized", http.StatusUnauthorized)

@@ -251,7 +251,7 @@ func (s *Server) rpcRouted() http.Handler {
 			if msg.Method == "notifications/cancelled" && len(msg.ID) == 0 {
 				result := s.inflight.Cancel(info.who.Key(), rpcIDKey(msg.Params.RequestID))
 				s.metrics.cancels.WithLabelValues(string(result)).Inc()
-				s.log.Debug("cancellation", "requestId", info.id, "actor", info.actor, "result", string(result))
+				s.log.DebugContext(r.Context(), "cancellation", "requestId", info.id, "actor", info.actor, "result", string(result))
 				w.WriteHeader(http.StatusAccepted) // a notification has no reply
 				return
 			}

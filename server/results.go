@@ -13,29 +13,29 @@ import (
 
 // handleGetResult pages a stashed call_tool result (docs/meta-tools.md §7).
 func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args, aerr := parseArgs(req.Params.Arguments)
-	if aerr != nil {
-		return argFailure(aerr), nil
+	args, err := parseArgs(req.Params.Arguments)
+	if err != nil {
+		return argFailure(err), nil
 	}
-	id, aerr := args.requiredStr("id")
-	if aerr != nil {
-		return argFailure(aerr), nil
+	id, err := args.requiredStr("id")
+	if err != nil {
+		return argFailure(err), nil
 	}
-	maxBytes, given, aerr := args.integer("maxBytes", 1, math.MaxInt32)
-	if aerr != nil {
-		return argFailure(aerr), nil
+	maxBytes, given, err := args.integer("maxBytes", 1, math.MaxInt32)
+	if err != nil {
+		return argFailure(err), nil
 	}
 	if !given {
 		// The deployment-wide cap, not a connector's (docs/meta-tools.md §7).
 		maxBytes = int64(s.opts.MaxInlineBytes)
 	}
-	offset, _, aerr := args.integer("offset", 0, math.MaxInt32)
-	if aerr != nil {
-		return argFailure(aerr), nil
+	offset, _, err := args.integer("offset", 0, math.MaxInt32)
+	if err != nil {
+		return argFailure(err), nil
 	}
 	page, err := s.opts.Stash.Get(ctx, callerOf(ctx), id, int(offset), int(maxBytes))
 	if isStoreDown(err) {
-		s.log.Warn("get_result: store unavailable", "error", err.Error())
+		s.log.WarnContext(ctx, "get_result: store unavailable", "error", err.Error())
 		return failureResult(storeUnavailable(err)), nil
 	}
 	if err != nil {
@@ -49,17 +49,17 @@ func (s *Server) handleGetResult(ctx context.Context, _ *requestInfo, req *mcp.C
 // handleAuthorizeConnector answers docs/meta-tools.md §8: for an OAuth connector the flow's
 // status (package oauth), otherwise operator_config or unavailable.
 func (s *Server) handleAuthorizeConnector(ctx context.Context, info *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args, aerr := parseArgs(req.Params.Arguments)
-	if aerr != nil {
-		return argFailure(aerr), nil
+	args, err := parseArgs(req.Params.Arguments)
+	if err != nil {
+		return argFailure(err), nil
 	}
-	id, aerr := args.requiredStr("connector")
-	if aerr != nil {
-		return argFailure(aerr), nil
+	id, err := args.requiredStr("connector")
+	if err != nil {
+		return argFailure(err), nil
 	}
-	force, aerr := args.boolean("force")
-	if aerr != nil {
-		return argFailure(aerr), nil
+	force, err := args.boolean("force")
+	if err != nil {
+		return argFailure(err), nil
 	}
 	if !gateway.ViewFrom(ctx).ConnectorVisible(id) {
 		// A connector the caller cannot reach does not exist for it.

@@ -3,6 +3,13 @@
 // server shared by every request) or over stdio, with request admission before auth,
 // bearer tokens, a body cap, origin protection, /health, /metrics and
 // /activity.
+//
+// Failures keep their concrete types where this package writes their
+// fields: checkAuthorizationShape and verifyBearer return *inbound.Rejection
+// (refuse writes its status, reason and message), and the helpers that build
+// a tool's typed failure return *gateway.Error (failureResult renders it).
+// The argument decoders (parseArgs, parseCallArgs and toolArgs' methods)
+// return error: their callers only pass it on.
 package server
 
 import (
@@ -345,6 +352,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 		})
 	}
 	srv.AddReceivingMiddleware(metaLogLevelMiddleware)
+	srv.AddReceivingMiddleware(s.requestSpans) // outermost: the span covers the others
 	return srv
 }
 
@@ -401,7 +409,7 @@ func (s *Server) runTool(ctx context.Context, t *toolEntry, req *mcp.CallToolReq
 			info.flush.stream.Store(st)
 		}
 	}
-	ctx, span := s.startRequestSpan(ctx, info, t.tool.Name, meta)
+	ctx, span := s.startRequestSpan(ctx, info, "tools/call", t.tool.Name, meta)
 	start := time.Now()
 	res, err := t.handle(ctx, info, req)
 	outcome := "success"

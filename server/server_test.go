@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestSurface_ToolsRegisteredWithHandWrittenSchemas(t *testing.T) {
@@ -202,17 +203,17 @@ func TestDisconnect_CancelsTheRequestsWork(t *testing.T) {
 	}
 	<-errc
 	// The activity event records the cancellation.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if ev := h.activity.Recent(1); len(ev) == 1 {
-			if ev[0].Outcome != "cancelled" {
-				t.Fatalf("outcome %q, want cancelled", ev[0].Outcome)
-			}
-			return
+	var outcome string
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		ev := h.activity.Recent(1)
+		if len(ev) == 1 {
+			outcome = ev[0].Outcome
 		}
-		time.Sleep(20 * time.Millisecond)
+		return len(ev) == 1
+	}, "no activity event")
+	if outcome != "cancelled" {
+		t.Fatalf("outcome %q, want cancelled", outcome)
 	}
-	t.Fatal("no activity event")
 }
 
 func TestHealth_OpenAndPayloadFree(t *testing.T) {
@@ -332,14 +333,6 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for goroutines to settle")
 	}
-	settle := func(limit int) int {
-		n := runtime.NumGoroutine()
-		for deadline := time.Now().Add(10 * time.Second); n > limit && time.Now().Before(deadline); n = runtime.NumGoroutine() {
-			http.DefaultClient.CloseIdleConnections()
-			time.Sleep(50 * time.Millisecond)
-		}
-		return n
-	}
 	http.DefaultClient.CloseIdleConnections()
 	base := runtime.NumGoroutine()
 	t.Run("work", func(t *testing.T) {
@@ -354,9 +347,14 @@ func TestNoGoroutineLeak(t *testing.T) {
 		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow"}})
 		<-h.down.slowCancelled
 	})
-	if n := settle(base + 2); n > base+2 {
+	// An idle keep-alive connection holds goroutines until it is closed.
+	settled := testkit.Poll(10*time.Second, func() bool {
+		http.DefaultClient.CloseIdleConnections()
+		return runtime.NumGoroutine() <= base+2
+	})
+	if !settled {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines: %d before, %d after\n%s", base, n, buf[:runtime.Stack(buf, true)])
+		t.Fatalf("goroutines: %d before, %d after\n%s", base, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 	}
 }
 

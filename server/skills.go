@@ -26,13 +26,13 @@ const usageSkillDescription = "how to write execute_code programs, budgets, dead
 func (s *Server) handleSkills(ctx context.Context, _ *requestInfo, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	// Only the connectors the caller reaches have skills for it.
 	visible := gateway.ViewFrom(ctx).VisibleConnectors(s.opts.Gateway.Connectors())
-	args, aerr := parseArgs(req.Params.Arguments)
-	if aerr != nil {
-		return textError(aerr.msg), nil
+	args, err := parseArgs(req.Params.Arguments)
+	if err != nil {
+		return textError(err.Error()), nil
 	}
-	name, given, aerr := args.str("name")
-	if aerr != nil {
-		return textError(aerr.msg), nil
+	name, given, err := args.str("name")
+	if err != nil {
+		return textError(err.Error()), nil
 	}
 	if !given || name == "" {
 		return text(s.skillList(visible)), nil

@@ -3,8 +3,12 @@ package server
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,13 +19,15 @@ import (
 	"github.com/connecta-dev/connecta/telemetry"
 )
 
-// startRequestSpan starts the server span of one tools/call
-// ("tools/call {tool}", the OpenTelemetry MCP conventions). It runs only
-// once the caller is authenticated — runTool is reached through
-// authenticated — so only an authenticated caller's trace context
-// (params._meta's when valid, else the traceparent header; a malformed one
-// is ignored) parents it, and it starts when the request arrived.
-func (s *Server) startRequestSpan(ctx context.Context, info *requestInfo, tool string, meta map[string]any) (context.Context, trace.Span) {
+// startRequestSpan starts the server span of one MCP request, named as the
+// OpenTelemetry MCP conventions name it: "{method} {tool}" for a tools/call
+// ("tools/call execute_code"), "{method}" for every other method
+// ("tools/list", "initialize"). It runs only once the caller is
+// authenticated — the MCP server is reached through authenticated — so only
+// an authenticated caller's trace context (params._meta's when valid, else
+// the traceparent header; a malformed one is ignored) parents it, and it
+// starts when the request arrived.
+func (s *Server) startRequestSpan(ctx context.Context, info *requestInfo, method, tool string, meta map[string]any) (context.Context, trace.Span) {
 	if s.opts.Tracer == nil { // tracing off: no span, no context taken in
 		return ctx, trace.SpanFromContext(ctx)
 	}
@@ -34,20 +40,62 @@ func (s *Server) startRequestSpan(ctx context.Context, info *requestInfo, tool s
 	if start.IsZero() { // stdio: no arrival time of its own
 		start = time.Now()
 	}
+	name := method
 	attrs := []attribute.KeyValue{
-		attribute.String("mcp.method.name", "tools/call"),
-		attribute.String("gen_ai.tool.name", tool),
-		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("mcp.method.name", method),
 		attribute.String("connecta.actor", info.actor),
-		attribute.String("connecta.request_id", info.id),
+	}
+	if tool != "" {
+		name += " " + tool
+		attrs = append(attrs, attribute.String("gen_ai.tool.name", tool), attribute.String("gen_ai.operation.name", "execute_tool"))
+	}
+	if info.id != "" {
+		attrs = append(attrs, attribute.String("connecta.request_id", info.id))
 	}
 	if info.rpcID != "" {
 		attrs = append(attrs, attribute.String("jsonrpc.request.id", info.rpcID))
 	}
-	ctx, span := s.tracer.Start(parent, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := s.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	info.traceID = telemetry.TraceID(ctx)
 	return ctx, span
+}
+
+// requestSpans is the receiving middleware that gives every MCP request
+// but tools/call (runTool starts that one: it knows the tool and the
+// outcome) its server span. Notifications have none: they are not requests,
+// and notifications/cancelled is answered before the SDK (rpcRouted). Only
+// methods the SDK serves reach a middleware, so the span names are a fixed
+// set whatever a client sends.
+func (s *Server) requestSpans(next mcp.MethodHandler) mcp.MethodHandler {
+	if s.opts.Tracer == nil {
+		return next
+	}
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		info := infoFrom(ctx)
+		if info == nil || method == "tools/call" || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		var meta map[string]any
+		if p := req.GetParams(); p != nil && !isNilParams(p) {
+			meta = p.GetMeta()
+		}
+		ctx, span := s.startRequestSpan(ctx, info, method, "", meta)
+		res, err := next(ctx, method, req)
+		outcome := "success"
+		if err != nil {
+			outcome = "protocol_error"
+		}
+		endRequestSpan(span, outcome)
+		return res, err
+	}
+}
+
+// isNilParams: a request without params holds a typed nil (GetMeta on it
+// would dereference nil).
+func isNilParams(p mcp.Params) bool {
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func endRequestSpan(span trace.Span, outcome string) {

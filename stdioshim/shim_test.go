@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -51,13 +53,9 @@ func TestStop_KillsTheWholeGroupAndReportsTheExit(t *testing.T) {
 		t.Fatalf("command group %d: want one of its own", g)
 	}
 	p.Stop(100 * time.Millisecond)
-	deadline := time.Now().Add(5 * time.Second)
-	for !gone(grandchild) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(grandchild, syscall.SIGKILL)
-			t.Fatal("the grandchild outlived Stop")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return gone(grandchild) }) {
+		_ = syscall.Kill(grandchild, syscall.SIGKILL)
+		t.Fatal("the grandchild outlived Stop")
 	}
 	if p.ExitText() == "" {
 		t.Fatal("no exit reported")
@@ -112,12 +110,8 @@ func TestExit_KillsWhatTheCommandLeftBehind(t *testing.T) {
 	}
 	leftover, _ := strconv.Atoi(strings.TrimSpace(line))
 	<-p.Done()
-	deadline := time.Now().Add(5 * time.Second)
-	for !gone(leftover) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(leftover, syscall.SIGKILL)
-			t.Fatal("a process the command left behind outlived it")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return gone(leftover) }) {
+		_ = syscall.Kill(leftover, syscall.SIGKILL)
+		t.Fatal("a process the command left behind outlived it")
 	}
 }

@@ -85,7 +85,7 @@ func retryAfterIsWhenTheOldestCallLeaves(t *testing.T, u string) {
 	if err != nil || ok || first <= 0 || first > window {
 		t.Fatalf("second: %v %v %v", ok, first, err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the database's clock must move: no fake clock reaches it
 	_, later, err := b.TakeCall(ctx, "c", "", 1, window)
 	if err != nil || later >= first {
 		t.Fatalf("retryAfter did not shrink: %v then %v (%v)", first, later, err)
@@ -108,7 +108,7 @@ func maintenanceDeletesOnlyEmptyWindows(t *testing.T, u string) {
 	if ok, _, err := b.TakeCall(ctx, "long", "", 1, time.Hour); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	time.Sleep(10 * time.Millisecond) // the short window has passed
+	time.Sleep(10 * time.Millisecond) // the short window has passed on the database's clock
 	store.MaintainOnce(ctx, st, store.MaintainOptions{})
 	db, err := sql.Open("pgx", u)
 	if err != nil {

@@ -47,8 +47,8 @@ func newAdmission(slots, maxQueue int, timeout time.Duration, m *metrics, log *s
 	return &admission{q: q, slots: slots, maxQueue: maxQueue, timeout: timeout, m: m, log: log}
 }
 
-func (a *admission) overloaded(msg string) *ExecError {
-	a.log.Warn("execution rejected: executor overloaded", "reason", msg, "slots", a.slots, "maxQueue", a.maxQueue)
+func (a *admission) overloaded(ctx context.Context, msg string) error {
+	a.log.WarnContext(ctx, "execution rejected: executor overloaded", "reason", msg, "slots", a.slots, "maxQueue", a.maxQueue)
 	return &ExecError{Code: CodeOverloaded, Message: msg, Retryable: true, RetryAfterMs: a.timeout.Milliseconds()}
 }
 
@@ -66,10 +66,10 @@ func (a *admission) acquire(ctx context.Context) error {
 		return &ExecError{Code: CodeClosed, Message: msgClosed}
 	case errors.Is(err, admissionq.ErrQueueFull):
 		a.m.rejections.WithLabelValues("queue_full").Inc()
-		return a.overloaded(msgQueueFull)
+		return a.overloaded(ctx, msgQueueFull)
 	case errors.Is(err, admissionq.ErrTimeout):
 		a.m.rejections.WithLabelValues("timeout").Inc()
-		return a.overloaded(msgAdmissionTimeout(a.timeout))
+		return a.overloaded(ctx, msgAdmissionTimeout(a.timeout))
 	case errors.As(err, &c):
 		a.m.rejections.WithLabelValues("cancelled").Inc()
 		if c.Queued {

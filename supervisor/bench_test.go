@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connecta-dev/connecta/ipc"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // quietHost answers at once.
@@ -45,9 +46,7 @@ func benchLatency(b *testing.B, code string) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		for p.m.spares != nil && readGauge(p) < 2 {
-			time.Sleep(200 * time.Microsecond)
-		}
+		testkit.Eventually(b, 10*time.Second, func() bool { return p.m.spares == nil || readGauge(p) >= 2 }, "the two warm spares were not back")
 		b.StartTimer()
 		start := time.Now()
 		runOnce(b, p, code)

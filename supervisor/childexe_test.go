@@ -282,7 +282,7 @@ func TestEmbeddedChild_RealMemfdNoExecTakesTheCopy(t *testing.T) {
 type slowEcho struct{ *testHost }
 
 func (h slowEcho) Call(ctx context.Context, provider, fn string, args json.RawMessage) (json.RawMessage, error) {
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the pause is the point: the child waits on its timer under the filter
 	return h.testHost.Call(ctx, provider, "echo", args)
 }
 

@@ -119,6 +119,9 @@ func runFakeChild(args []string) int {
 			os.Exit(code)
 		case "crashincall": // start a call, then die while it is in flight
 			w.Write(&ipc.Message{Type: ipc.TypeCall, ID: 1, Provider: "t", Function: "slow", Args: json.RawMessage(`[]`)})
+			// Another process cannot see the host take the call; the pause
+			// puts the exit while it is in flight (the host's slow call waits
+			// for the run to end).
 			time.Sleep(100 * time.Millisecond)
 			os.Exit(9)
 		case "hang":
@@ -129,7 +132,7 @@ func runFakeChild(args []string) int {
 			}
 		case "sleep":
 			ms, _ := strconv.Atoi(arg)
-			time.Sleep(time.Duration(ms) * time.Millisecond)
+			time.Sleep(time.Duration(ms) * time.Millisecond) // a deliberately slow program
 		case "pid":
 			value = json.RawMessage(fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
 		case "twodone":

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 const orphanParentMarker = "__supervisor_orphan_parent__"
@@ -29,17 +31,20 @@ func runOrphanParent(_ []string) int {
 	defer p.Close()
 	// Name a child that is running: one that already exited (a zombie not
 	// yet reaped, e.g. a spare the pool replaced) proves nothing.
-	for printed := false; !printed; {
+	running := testkit.Poll(time.Minute, func() bool {
 		for _, kid := range liveChildren() {
 			if st := processState(kid); st != "gone" && st != "Z" {
 				fmt.Println(kid)
-				printed = true
-				break
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if !running {
+		fmt.Println("error: no child ran within a minute")
+		return 1
 	}
-	time.Sleep(time.Minute)
+	time.Sleep(time.Minute) // waits to be killed: the test kills this process
 	return 0
 }
 

@@ -151,7 +151,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 		cancelCalls()
 		c.kill(killProtocol, p.m)
 		p.retire(c, false)
-		p.log.Warn("sandbox protocol violation; child killed", "what", what)
+		p.log.WarnContext(ctx, "sandbox protocol violation; child killed", "what", what)
 		return fail(ErrProtocol, outcomeProtocol, "Sandbox protocol violation ("+what+"); the sandbox was terminated.")
 	}
 
@@ -203,7 +203,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 			// answer is the engine's own, never a wall-clock timeout.
 			cancelCalls()
 			s.terminate(killCPUBudget)
-			p.log.Warn("execution over budget", "budget", string(ErrCPU), "cpuMs", cpu.last.Milliseconds(), "wallMs", time.Since(start).Milliseconds())
+			p.log.WarnContext(ctx, "execution over budget", "budget", string(ErrCPU), "cpuMs", cpu.last.Milliseconds(), "wallMs", time.Since(start).Milliseconds())
 			return fail(ErrCPU, outcomeError, ipc.CPUBudgetMessage(s.limits.CPUTime))
 		case <-wall.C:
 			cancelCalls()
@@ -212,7 +212,7 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 		case <-ctx.Done():
 			cancelCalls() // in-flight host calls first, then the kill (L1, L2, X3)
 			s.terminate(killCancel)
-			p.log.Info("execution cancelled", "wallMs", time.Since(start).Milliseconds())
+			p.log.InfoContext(ctx, "execution cancelled", "wallMs", time.Since(start).Milliseconds())
 			return typed(CodeCancelled, msgCancelled, outcomeCancelled)
 		case <-p.closing:
 			cancelCalls()
@@ -303,7 +303,7 @@ func (s *session) done(ctx context.Context, d *ipc.Done, start time.Time) (*Resu
 	}
 	if res.Err != nil && (res.Err.Kind == ErrCPU || res.Err.Kind == ErrOutOfMemory) {
 		// A budget the operator sets bound this program (payload-free).
-		p.log.Warn("execution over budget", "budget", string(res.Err.Kind),
+		p.log.WarnContext(ctx, "execution over budget", "budget", string(res.Err.Kind),
 			"cpuMs", res.CPUTime.Milliseconds(), "peakHeapBytes", res.PeakHeapBytes, "wallMs", res.Wall.Milliseconds())
 	}
 	p.m.executions.WithLabelValues(outcome).Inc()
@@ -318,7 +318,7 @@ func (s *session) done(ctx context.Context, d *ipc.Done, start time.Time) (*Resu
 func (s *session) callHost(ctx context.Context, m *ipc.Message) (v json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.p.opts.Logger.Error("host call panicked", "provider", m.Provider, "function", m.Function, "panic", fmt.Sprint(r))
+			s.p.opts.Logger.ErrorContext(ctx, "host call panicked", "provider", m.Provider, "function", m.Function, "panic", fmt.Sprint(r))
 			v, err = nil, errHostPanic
 		}
 	}()

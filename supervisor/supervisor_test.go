@@ -162,16 +162,7 @@ func assertNoChildren(t *testing.T) {
 
 func assertGoroutinesBack(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Errorf("goroutines: %d, were %d\n%s", runtime.NumGoroutine(), base, buf[:n])
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.GoroutinesAtMost(t, 3*time.Second, base)
 }
 
 func run(t *testing.T, p *Pool, code string, h Host, lim Limits) (*Result, error) {
@@ -673,7 +664,7 @@ func TestL7_BurstFarAboveCapacity(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if i%10 == 0 {
-				go func() { time.Sleep(time.Duration(i) * time.Millisecond); cancel() }()
+				time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
 			}
 			key := "ok"
 			l, err := p.Acquire(ctx)
@@ -727,7 +718,7 @@ func (h *blockingLogHost) Log(level, text string) {
 	h.testHost.Log(level, text)
 	h.once.Do(func() {
 		h.onFirst()
-		time.Sleep(h.hold)
+		time.Sleep(h.hold) // a slow host is the point: the run's deadline passes, the child's pipe fills
 	})
 }
 

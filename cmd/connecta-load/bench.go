@@ -43,6 +43,7 @@ type benchConfig struct {
 	Clients    []int
 	StreamN    int    // cancellations and streamed programs measured
 	Stores     bool   // the five-call program on memory:, sqlite: and PostgreSQL (the store backends' cost)
+	Tracing    bool   // the five-call program with tracing off, off again, on and to a dead collector
 	Postgres   string // PostgreSQL URL for the store series; "" = a throwaway cluster
 	Vs         string // a second binary measured against Connecta, interleaved; "" = none
 	VsOnly     bool   // only the floor and the --vs comparison
@@ -64,6 +65,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	clients := fs.String("clients", "1,4,8", "closed-loop client counts")
 	fs.IntVar(&c.StreamN, "stream", 50, "cancellations, first-line and 100-line programs measured (streaming and cancellation)")
 	fs.BoolVar(&c.Stores, "stores", true, "run the five-call program on each store.url: memory:, sqlite:, PostgreSQL")
+	fs.BoolVar(&c.Tracing, "tracing", true, "run the five-call program with tracing off, off again (noise), on (sampled 1.0, to a live OTLP receiver) and to a dead collector, interleaved")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the store series (default: a throwaway cluster when the server binaries are installed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -105,9 +107,10 @@ type benchResult struct {
 	Loop                       []loopPoint
 	RSSIdle, RSSPeak, ChildHWM int64
 	Budget                     []budgetKill
-	Streaming                  *streamResult // streaming and cancellation figures; nil when not measured
-	Stores                     []storePoint  // store backend figures; nil when not measured
-	Vs                         *vsResult     // --vs; nil without it
+	Streaming                  *streamResult  // streaming and cancellation figures; nil when not measured
+	Stores                     []storePoint   // store backend figures; nil when not measured
+	Tracing                    []tracingPoint // tracing's cost; nil when not measured
+	Vs                         *vsResult      // --vs; nil without it
 }
 
 type loopPoint struct {
@@ -268,6 +271,12 @@ func bench(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult
 
 	if c.Stores {
 		if r.Stores, err = benchStores(ctx, c, connectors, logf); err != nil {
+			return nil, err
+		}
+	}
+
+	if c.Tracing {
+		if r.Tracing, err = benchTracing(ctx, c, connectors, logf); err != nil {
 			return nil, err
 		}
 	}

@@ -121,6 +121,17 @@ func (l latencies) pct(p float64) time.Duration {
 	return percentile(s, p)
 }
 
+func (l latencies) mean() time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range l {
+		sum += d
+	}
+	return sum / time.Duration(len(l))
+}
+
 // sequential runs code n times one after another.
 func (c *rawClient) sequential(ctx context.Context, code string, n int) (latencies, error) {
 	out := make(latencies, 0, n)

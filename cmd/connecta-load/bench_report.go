@@ -55,6 +55,7 @@ func (r *benchResult) write(w io.Writer) error {
 		r.Streaming.write(&b)
 	}
 	writeStores(&b, r.Stores)
+	writeTracing(&b, r.Tracing)
 	if r.Vs != nil {
 		r.Vs.write(&b, r.FloorCPU)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -229,19 +230,14 @@ func TestLoad_CommandLine(t *testing.T) {
 // assertNoRunGoroutines: every goroutine Run starts has ended when it returns.
 func assertNoRunGoroutines(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var stacks string
+	if !testkit.Poll(5*time.Second, func() bool {
 		var buf bytes.Buffer
 		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		stacks := buf.String()
-		leaked := strings.Contains(stacks, "main.Run.func") || strings.Contains(stacks, "main.callOnce") || strings.Contains(stacks, "main.connect(")
-		if !leaked {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Run left goroutines behind:\n%s", stacks)
-		}
-		time.Sleep(20 * time.Millisecond)
+		stacks = buf.String()
+		return !strings.Contains(stacks, "main.Run.func") && !strings.Contains(stacks, "main.callOnce") && !strings.Contains(stacks, "main.connect(")
+	}) {
+		t.Fatalf("Run left goroutines behind:\n%s", stacks)
 	}
 }
 

@@ -107,7 +107,7 @@ func TestCatalogPersisted_RestartWithTheDownstreamStopped(t *testing.T) {
 	_ = first.cmd.Process.Kill()
 	_ = first.cmd.Wait()
 	fixture.stop()
-	time.Sleep(1100 * time.Millisecond) // past ttlMs
+	time.Sleep(1100 * time.Millisecond) // past ttlMs, on a real process's clock: no fake clock
 
 	second := startServer(t, yaml)
 	cs := second.client(t, ctx, "")

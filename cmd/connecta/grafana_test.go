@@ -157,6 +157,6 @@ connectors:
 		if time.Now().After(deadline) {
 			t.Fatalf("after 90 s of scrapes:\n%s\nprometheus log:\n%s", strings.Join(missing, "\n"), promLog.String())
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a round of every panel's query a second, not testkit's 100: Prometheus scrapes on its own interval
 	}
 }

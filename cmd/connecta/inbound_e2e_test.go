@@ -183,12 +183,10 @@ connectors:
 	if text, isErr, err := callTool(ctx, cs, "demo.list_projects"); err != nil || isErr {
 		t.Fatalf("call_tool: %v %s", err, text)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(strings.Join(activityActors(t, base, alice), " "), "oidc:alice|") {
-		if time.Now().After(deadline) {
-			t.Fatalf("activity actors %v, want oidc:alice", activityActors(t, base, alice))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Poll(10*time.Second, func() bool {
+		return strings.Contains(strings.Join(activityActors(t, base, alice), " "), "oidc:alice|")
+	}) {
+		t.Fatalf("activity actors %v, want oidc:alice", activityActors(t, base, alice))
 	}
 	// The static token is checked first and still works.
 	if _, err := bearerSession(t, ctx, resource, "static-token-0123456789abcdef").ListTools(ctx, nil); err != nil {
@@ -322,12 +320,10 @@ connectors:
 	}
 	want := "token:" + id[1] + "|Alice old laptop"
 	for _, addr := range addrs {
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(strings.Join(activityActors(t, "http://"+addr, secret[1]), " "), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: activity %v, want %s", addr, activityActors(t, "http://"+addr, secret[1]), want)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !testkit.Poll(10*time.Second, func() bool {
+			return strings.Contains(strings.Join(activityActors(t, "http://"+addr, secret[1]), " "), want)
+		}) {
+			t.Fatalf("%s: activity %v, want %s", addr, activityActors(t, "http://"+addr, secret[1]), want)
 		}
 	}
 	if code, out, _ := runCLI("token", "list", "--config", path); code != 0 || !strings.Contains(out, "Alice old laptop") || strings.Contains(out, secret[1]) {
@@ -362,16 +358,13 @@ connectors:
 	if err := cluster.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	status := 0
+	if !testkit.Poll(30*time.Second, func() bool {
 		res, _ := post(t, "http://"+addrs[0]+"/mcp", "Bearer "+second[1])
-		if res.StatusCode == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the store came back: HTTP %d", res.StatusCode)
-		}
-		time.Sleep(200 * time.Millisecond)
+		status = res.StatusCode
+		return status == http.StatusOK
+	}) {
+		t.Fatalf("after the store came back: HTTP %d", status)
 	}
 }
 

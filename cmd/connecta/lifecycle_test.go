@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,18 +90,21 @@ func startServer(t testing.TB, configYAML string) *serverProcess {
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/health")
-		if err == nil {
-			resp.Body.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %v\n%s", err, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testkit.Poll(60*time.Second, func() bool { return answersHealth("http://" + addr) }) {
+		t.Fatalf("server did not come up\n%s", p.stderr.String())
 	}
+	return p
+}
+
+// answersHealth reports whether the server at base answers /health at all
+// (any status: it is listening).
+func answersHealth(base string) bool {
+	resp, err := http.Get(base + "/health")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
 }
 
 func (p *serverProcess) client(t *testing.T, ctx context.Context, token string) *mcp.ClientSession {
@@ -154,20 +158,16 @@ func alive(pid int) bool {
 
 func readPid(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var pid int
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		data, err := os.ReadFile(path)
-		if err == nil && len(data) > 0 {
-			pid, err := strconv.Atoi(string(data))
-			if err == nil {
-				return pid
-			}
+		if err != nil || len(data) == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		pid, err = strconv.Atoi(string(data))
+		return err == nil
+	}, "no pid in %s", path)
+	return pid
 }
 
 // kill -9 of the server leaves no stdio connector alive: not one that
@@ -210,14 +210,11 @@ connectors:
 		t.Fatal(err)
 	}
 	_ = srv.cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
+	testkit.Poll(10*time.Second, func() bool { return !slices.ContainsFunc(pids, alive) })
 	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("stdio connector %d outlived the server's kill -9", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("stdio connector %d outlived the server's kill -9", pid)
 		}
 	}
 }
@@ -332,12 +329,10 @@ func startFixture(t *testing.T, addr string) (stop func()) {
 	t.Helper()
 	var ln net.Listener
 	var err error
-	for i := 0; i < 100; i++ { // the port may linger briefly after a stop
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Poll(2*time.Second, func() bool { // the port may linger briefly after a stop
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,16 +435,13 @@ func TestHealth_DegradedWhileAFixtureIsDownOkWhenItReturns(t *testing.T) {
 	}
 
 	startFixture(t, fixture)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		text, isErr := ping()
-		if !isErr {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ping after the fixture returned: %s", text)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var text string
+	if !testkit.Poll(20*time.Second, func() bool {
+		var isErr bool
+		text, isErr = ping()
+		return !isErr
+	}) {
+		t.Fatalf("ping after the fixture returned: %s", text)
 	}
 	code, h = srv.health(t)
 	if code != 200 || h.Status != "ok" || h.ConnectorStates["remote"].State != "ok" {
@@ -459,12 +451,8 @@ func TestHealth_DegradedWhileAFixtureIsDownOkWhenItReturns(t *testing.T) {
 
 func waitLog(t *testing.T, p *serverProcess, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(p.stderr.String(), want) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("log never said %q (%d times):\n%s", want, n, p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Poll(20*time.Second, func() bool { return strings.Count(p.stderr.String(), want) >= n }) {
+		t.Fatalf("log never said %q (%d times):\n%s", want, n, p.stderr.String())
 	}
 }
 
@@ -629,16 +617,13 @@ func TestDrain_HealthAndNewRequestsAnswer503WhileInFlightWorkFinishes(t *testing
 		t.Fatal(err)
 	}
 	waitLog(t, srv, "shutting down", 1)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, h := srv.health(t) // fails the test on a refused connection
-		if code == http.StatusServiceUnavailable && h.Status == "shutting_down" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/health while draining: %d %+v", code, h)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var code int
+	var h healthBody
+	if !testkit.Poll(20*time.Second, func() bool {
+		code, h = srv.health(t) // fails the test on a refused connection
+		return code == http.StatusServiceUnavailable && h.Status == "shutting_down"
+	}) {
+		t.Fatalf("/health while draining: %d %+v", code, h)
 	}
 	resp, err := http.Post("http://"+srv.addr+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {

@@ -95,19 +95,15 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- serve(ctx, cfg, serveOptions{log: newLogger(&bytes.Buffer{})}) }()
 	var health map[string]any
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testkit.Eventually(t, 90*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/health")
-		if err == nil {
-			_ = json.NewDecoder(resp.Body).Decode(&health)
-			resp.Body.Close()
-			break
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_ = json.NewDecoder(resp.Body).Decode(&health)
+		resp.Body.Close()
+		return true
+	}, "server did not come up")
 	if health["status"] != "ok" || health["connectors"] != float64(1) {
 		t.Fatalf("health %v", health)
 	}

@@ -112,16 +112,10 @@ func TestAlertSeriesExistOnAFreshServer(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _ := httpGet(t, "http://"+listen+"/health"); code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("server did not come up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		code, _ := httpGet(t, "http://"+listen+"/health")
+		return code == http.StatusOK
+	}, "server did not come up")
 	if code, _ := httpGet(t, "http://"+listen+"/metrics"); code != http.StatusNotFound {
 		t.Errorf("/metrics on listen: %d, want 404 when metricsListen is set", code)
 	}

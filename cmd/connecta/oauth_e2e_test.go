@@ -166,7 +166,7 @@ connectors:
 	}
 
 	// The access token expires (2 s): the next call refreshes.
-	time.Sleep(2100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond) // the provider's and the server's clocks: real processes, no fake clock
 	if text, isErr = call("call_tool", map[string]any{"address": "tracker.whoami"}); isErr || !strings.Contains(text, "subject=alice") {
 		t.Fatalf("call_tool after expiry: %s", text)
 	}
@@ -231,18 +231,7 @@ func grantTokens(t *testing.T, ctx context.Context, s *oauth.MemoryStore) []stri
 
 func waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, 90*time.Second, func() bool { return answersHealth(base) }, "server at %s did not come up", base)
 }
 
 func get(t *testing.T, u string) string {
@@ -487,7 +476,7 @@ connectors:
 	for _, addr := range []string{addrA, addrB} {
 		before += okRefreshes(get(t, "http://"+addr+"/metrics"))
 	}
-	time.Sleep(6 * time.Second)
+	time.Sleep(6 * time.Second) // the access token expires on real processes' clocks: no fake clock
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		name := []string{"A", "B"}[i%2]

@@ -19,6 +19,7 @@ import (
 
 	"github.com/connecta-dev/connecta/store"
 	"github.com/connecta-dev/connecta/test/pgtest"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/connecta-dev/connecta/vault"
 )
 
@@ -115,16 +116,10 @@ func getJSON(t *testing.T, url string, v any) int {
 	return resp.StatusCode
 }
 
-// eventually polls f until it holds or the deadline passes.
+// eventually is testkit.Eventually with the message first.
 func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Eventually(t, d, f, "%s", what)
 }
 
 // TestReplicas_ShareStashActivityAndVault: two real `connecta serve`
@@ -290,7 +285,9 @@ func TestReplicas_KilledMidWriteLeavesNoCorruptRow(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	// Kill A while it writes: once it has minted handles (the last ten are
+	// checked), with more on the way.
+	eventually(t, 60*time.Second, "A minted fewer than ten handles", func() bool { return len(ids) >= 10 })
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)
 	close(stop)
 	<-done

@@ -172,22 +172,23 @@ func TestImage_RunsProgramsAsOnTheHostAndStopsWithItsChildren(t *testing.T) {
 		tc, _ := res.Content[0].(*mcp.TextContent)
 		running <- fmt.Sprintf("%v %+v", res.IsError, tc)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the program must be running at podman stop; nothing outside the container says it started
 	stopped := make(chan string, 1)
 	go func() {
 		out, err := p.cmd("stop", "-t", "30", name).CombinedOutput()
 		stopped <- fmt.Sprintf("%v %s", err, out)
 	}()
 	draining := false
-	for deadline := time.Now().Add(30 * time.Second); !draining && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testkit.Poll(30*time.Second, func() bool {
 		resp, err := http.Get("http://127.0.0.1:" + itoa(ctrPort) + "/health")
 		if err != nil {
-			break // the listener closed: the drain is over
+			return true // the listener closed: the drain is over
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		draining = resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), `"shutting_down"`)
-	}
+		return draining
+	})
 	if !draining {
 		t.Error("/health never answered 503 shutting_down during the drain")
 	}

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 const (
@@ -154,19 +156,16 @@ func freePort(t *testing.T) int {
 // failure (the container's or process's log).
 func waitHealthy(t *testing.T, addr string, what func() string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	var err error
+	if !testkit.Poll(90*time.Second, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get("http://" + addr + "/health"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: /health not 200 within 90 s (%v)\n%s", addr, err, what())
-		}
-		time.Sleep(200 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("%s: /health not 200 within 90 s (%v)\n%s", addr, err, what())
 	}
 }
 

@@ -3,6 +3,11 @@
 // top-level search_tools. The front door is a parameter: programs get the flat
 // page with key lists on by default, the top level the page grouped by
 // connector, and recovery records name the surface the caller has.
+//
+// Search, Describe, DecodeSearchArgs, DecodeDescribeArgs and
+// SearchResultTooLarge return *gateway.Error, not error, as the gateway
+// does: both front doors render its fields (the tool result, the guest's
+// typed failure).
 package discovery
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/lexical"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func newService(t testing.TB, f *fixtureCatalog, opts ...func(*Options)) *Service {
@@ -331,9 +332,8 @@ func TestS1a_UnscopedFanOutIsBoundedAtFour(t *testing.T) {
 		_, err := search(t, s, gateway.FrontDoorProgram, `{}`)
 		done <- err
 	}()
-	for f.inFlight.Load() < DefaultConcurrency {
-		runtime.Gosched()
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.inFlight.Load() >= DefaultConcurrency },
+		"%d catalog loads never ran at once", DefaultConcurrency)
 	close(f.gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -545,17 +545,10 @@ func TestS1_CancelledSearchEndsEveryGoroutine(t *testing.T) {
 		_, err := s.Search(ctx, gateway.FrontDoorProgram, SearchParams{})
 		done <- err
 	}()
-	for f.inFlight.Load() < 3 {
-		runtime.Gosched()
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.inFlight.Load() >= 3 }, "the three catalog loads never started")
 	cancel()
 	wantCode(t, <-done, gateway.CodeCancelled)
-	for i := 0; i < 1000 && runtime.NumGoroutine() > before; i++ {
-		time.Sleep(time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines left behind", n-before)
-	}
+	testkit.GoroutinesAtMost(t, time.Second, before)
 }
 
 func TestS1_NoHTMLEscapingAndNoScores(t *testing.T) {

@@ -31,15 +31,26 @@ func Sniff(req *http.Request, resp *http.Response, maxRequestBytes int64, aw *Aw
 	resp.Body = &rawSniffer{rc: resp.Body, slot: slot, id: id, sse: sse, aw: aw, session: req.Header.Get("Mcp-Session-Id")}
 }
 
-// callID returns the JSON-RPC id of a tools/call or tools/list request body,
-// restoring the body for the real round trip.
+// callID returns the JSON-RPC id of a tools/call or tools/list request body.
 func callID(req *http.Request, maxBytes int64) (any, bool) {
-	if req.Body == nil || req.GetBody == nil {
+	id, method, ok := RequestHead(req, maxBytes)
+	if !ok || (method != "tools/call" && method != "tools/list") {
 		return nil, false
+	}
+	return id, true
+}
+
+// RequestHead returns the JSON-RPC id and method of a POST's body, read
+// through GetBody so that the body stays whole for the real round trip; ok
+// is false for a body without an id (a notification) or one that does not
+// parse within maxBytes.
+func RequestHead(req *http.Request, maxBytes int64) (id any, method string, ok bool) {
+	if req.Body == nil || req.GetBody == nil {
+		return nil, "", false
 	}
 	body, err := req.GetBody()
 	if err != nil {
-		return nil, false
+		return nil, "", false
 	}
 	defer body.Close()
 	var head struct {
@@ -47,12 +58,9 @@ func callID(req *http.Request, maxBytes int64) (any, bool) {
 		Method string `json:"method"`
 	}
 	if json.NewDecoder(io.LimitReader(body, maxBytes)).Decode(&head) != nil || head.ID == nil {
-		return nil, false
+		return nil, "", false
 	}
-	if head.Method != "tools/call" && head.Method != "tools/list" {
-		return nil, false
-	}
-	return head.ID, true
+	return head.ID, head.Method, true
 }
 
 // rawSniffer passes a response body through, picking out the JSON-RPC

@@ -220,7 +220,7 @@ func TestConcurrent_KeyedNeverMoreThanActiveAndAllComesBack(t *testing.T) {
 			held++
 			peak = max(peak, held)
 			mu.Unlock()
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // work, not synchronisation
 			mu.Lock()
 			held--
 			mu.Unlock()

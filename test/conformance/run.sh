@@ -3,10 +3,11 @@
 # scenarios against a live connecta (bin/connecta, the demo connector, a
 # SQLite store in a temporary directory), compared with expected-failures.yaml
 # by the suite itself: an unexpected failure or a stale entry fails the run.
-# Then the client scenarios connecta is driven through (driver/: the gateway
-# with the scenario's server as an HTTP connector): initialize, tools_call
-# and sse-retry must pass. The auth scenarios (a browser sign-in) and
-# elicitation (connecta declares none) are not run.
+# Then every client scenario, one at a time (sse-retry times reconnections),
+# with connecta as the client (driver/: connecta built as `connecta serve`
+# builds it, the scenario's server as an HTTP connector, authorize_connector
+# and a scripted sign-in for the auth/ ones), each compared with the same
+# file's client list; a listed name the suite no longer has fails the run.
 # Needs node >= 22 and `make conformance-setup`. Without them the run is
 # skipped, unless CONNECTA_REQUIRE_CONFORMANCE=1 (CI), when it fails.
 set -euo pipefail
@@ -49,7 +50,28 @@ done
 node_modules/.bin/conformance server --url "http://127.0.0.1:$port/mcp" --suite all \
 	--expected-failures expected-failures.yaml -o "$tmp/results"
 
-for scenario in initialize tools_call sse-retry; do
-	echo "=== client scenario: $scenario ==="
-	node_modules/.bin/conformance client --command "$driver" --scenario "$scenario" -o "$tmp/results"
+scenarios=$(node_modules/.bin/conformance list | sed -n '/^Client scenarios/,$p' | sed -n 's/^  - \([^ ]*\).*/\1/p')
+[ -n "$scenarios" ] || { echo "conformance: the suite lists no client scenarios" >&2; exit 1; }
+node -e '
+const listed = require("yaml").parse(require("fs").readFileSync("expected-failures.yaml", "utf8")).client ?? [];
+const known = new Set(process.argv[1].split("\n"));
+const unknown = listed.filter((s) => !known.has(s));
+if (unknown.length) { console.error("conformance: expected-failures.yaml lists unknown client scenarios: " + unknown.join(", ")); process.exit(1); }
+' "$scenarios"
+failed=
+for scenario in $scenarios; do
+	log="$tmp/client-${scenario//\//_}.log"
+	if node_modules/.bin/conformance client --command "$driver" --scenario "$scenario" \
+		--expected-failures expected-failures.yaml -o "$tmp/results" >"$log" 2>&1; then
+		if grep -q 'Expected failures (in baseline)' "$log"; then
+			echo "client scenario $scenario: fails as listed"
+		else
+			echo "client scenario $scenario: passes"
+		fi
+	else
+		cat "$log"
+		echo "client scenario $scenario: FAILED (unexpected failure or stale expectation)" >&2
+		failed="$failed $scenario"
+	fi
 done
+[ -z "$failed" ] || { echo "conformance: client scenarios failed:$failed" >&2; exit 1; }

@@ -1,12 +1,17 @@
-// Package idptest is a hermetic identity provider for unit tests: an
-// httptest server on 127.0.0.1 that publishes OpenID Connect discovery and a
-// JWKS, and signs the JWTs a test asks for with its ES256 keys. It needs no
-// node and no network, so the auth packages' unit tests run under -short on
-// any machine; the real oidc-provider (test/oidc) stays the integration
-// layer in CI. The go-sdk's internal/oauthtest is the model.
+// Package idptest is a hermetic identity provider and OAuth 2.1
+// authorization server for unit tests: an httptest server on 127.0.0.1 that
+// publishes OpenID Connect discovery, authorization server metadata and a
+// JWKS, runs the authorization code flow with PKCE, a scripted login and
+// consent, refresh token rotation, dynamic client registration and
+// revocation ([StartServer]), and signs the JWTs a test asks for with its
+// ES256 keys. It needs no node and no network, so the auth packages' tests
+// run under -short on any machine; the real oidc-provider (test/oidc) stays
+// the integration layer in CI, and test/oidc's StartAuthServer picks this
+// twin under -short. The go-sdk's internal/oauthtest is the model.
 //
 // It signs whatever claims and header a test names, so a test can make
-// every kind of bad token; it does not run an authorization flow.
+// every kind of bad token, and has fault switches (SetDown, SetIssuer,
+// FailTokens, Hold, Stop) for the answers a real server gives on a bad day.
 package idptest
 
 import (
@@ -24,38 +29,43 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 )
 
-// Provider is a running identity provider. Safe for concurrent use.
+// Provider is a running identity provider (and, see [StartServer], an
+// authorization server). Safe for concurrent use.
 type Provider struct {
 	// Issuer is the provider's issuer URL (its httptest server's URL).
 	Issuer string
 
-	srv *httptest.Server
-	mu  sync.Mutex
-	key *ecdsa.PrivateKey
-	kid string
-	gen int
+	srv  *httptest.Server
+	opts ServerOptions
+	mu   sync.Mutex
+	key  *ecdsa.PrivateKey
+	kid  string
+	gen  int
 	// published are the keys the JWKS lists; down makes it answer 503.
 	published []jose.JSONWebKey
 	down      bool
 	fetches   int
+	// claimedIssuer replaces Issuer in the metadata and tokens (SetIssuer).
+	claimedIssuer string
+	clients       map[string]*Client
+	interactions  map[string]*authRequest
+	codes         map[string]*code
+	refreshes     map[string]*refresh
+	tokenFault    *tokenFault
+	hold          *Held
 }
 
-// Start runs a provider until the test ends.
+// Start runs a provider until the test ends: the authorization server of
+// [StartServer] with its defaults.
 func Start(t testing.TB) *Provider {
 	t.Helper()
-	p := &Provider{}
+	return StartServer(t, ServerOptions{})
+}
+
+func (p *Provider) start(t testing.TB) {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{
-			"issuer":                                p.Issuer,
-			"jwks_uri":                              p.Issuer + "/jwks",
-			"authorization_endpoint":                p.Issuer + "/authorize",
-			"token_endpoint":                        p.Issuer + "/token",
-			"response_types_supported":              []string{"code"},
-			"subject_types_supported":               []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"ES256"},
-		})
-	})
+	mux.HandleFunc("GET /.well-known/openid-configuration", p.serveMetadata)
 	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -66,11 +76,11 @@ func Start(t testing.TB) *Provider {
 		}
 		writeJSON(w, jose.JSONWebKeySet{Keys: p.published})
 	})
+	p.serverRoutes(mux)
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
 	p.Issuer = p.srv.URL
 	p.Rotate(t, false)
-	return p
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -138,9 +148,17 @@ func (p *Provider) Token(t testing.TB, claims map[string]any) string {
 // (none when empty), ES256.
 func Sign(t testing.TB, key *ecdsa.PrivateKey, kid, typ string, claims any) string {
 	t.Helper()
-	payload, err := json.Marshal(claims)
+	s, err := signJWT(key, kid, typ, claims)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+func signJWT(key *ecdsa.PrivateKey, kid, typ string, claims any) (string, error) {
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
 	}
 	opts := &jose.SignerOptions{}
 	if typ != "" {
@@ -148,15 +166,11 @@ func Sign(t testing.TB, key *ecdsa.PrivateKey, kid, typ string, claims any) stri
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	jws, err := signer.Sign(payload)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return jws.CompactSerialize()
 }

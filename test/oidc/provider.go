@@ -14,8 +14,6 @@ package oidctest
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,13 +23,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/idptest"
 )
 
 const (
@@ -41,24 +39,13 @@ const (
 	startWait   = 90 * time.Second
 )
 
-// Account is a user the scripted login accepts (by its map key, the subject).
-type Account struct {
-	Email         string   `json:"email,omitempty"`
-	EmailVerified bool     `json:"email_verified"`
-	Name          string   `json:"name,omitempty"`
-	Groups        []string `json:"groups,omitempty"`
-}
-
-// Client is a statically registered client.
-type Client struct {
-	ID           string   `json:"client_id"`
-	Secret       string   `json:"client_secret,omitempty"`
-	RedirectURIs []string `json:"redirect_uris"`
-	GrantTypes   []string `json:"grant_types,omitempty"`
-	// AuthMethod is token_endpoint_auth_method (default client_secret_basic;
-	// "none" for a public client).
-	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
-}
+// Account is a user the scripted login accepts (by its map key, the
+// subject); Client is a statically registered client. The hermetic twin
+// (test/idptest) takes the same ones.
+type (
+	Account = idptest.Account
+	Client  = idptest.Client
+)
 
 // Options configure one provider. Zero values take the defaults named.
 type Options struct {
@@ -297,84 +284,18 @@ func (p *Provider) Stop() {
 // Log is what the provider wrote to stderr so far.
 func (p *Provider) Log() string { return p.log.String() }
 
-var formAction = regexp.MustCompile(`action="(/interaction/[^"]+/(login|confirm|abort))"`)
-
-// Authorize plays the human: it follows authURL with c (which must have a
-// cookie jar), signs in as account, then allows (or, with allow false,
-// denies) the consent, and returns the URL the provider finally redirects
-// to outside itself — the client's redirect URI with code and state (or
-// error) — without requesting it. c's own redirect policy is not used.
+// Authorize plays the human ([idptest.PlayHuman]: the twin serves the same
+// forms): it follows authURL with c (which must have a cookie jar), signs in
+// as account, then allows (or, with allow false, denies) the consent, and
+// returns the URL the provider finally redirects to outside itself — the
+// client's redirect URI with code and state (or error) — without
+// requesting it.
 func (p *Provider) Authorize(ctx context.Context, c *http.Client, authURL, account string, allow bool) (*url.URL, error) {
-	if c.Jar == nil {
-		return nil, errors.New("Authorize needs an http.Client with a cookie jar")
-	}
-	noFollow := *c
-	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-	next, method, form := authURL, http.MethodGet, url.Values(nil)
-	for hop := 0; hop < 20; hop++ {
-		u, err := url.Parse(next)
-		if err != nil {
-			return nil, err
-		}
-		if !strings.HasPrefix(u.String(), p.Issuer+"/") {
-			return u, nil
-		}
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-		if err != nil {
-			return nil, err
-		}
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		res, err := noFollow.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		page, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		res.Body.Close()
-		switch {
-		case res.StatusCode >= 300 && res.StatusCode < 400:
-			loc, err := u.Parse(res.Header.Get("Location"))
-			if err != nil {
-				return nil, fmt.Errorf("redirect %q: %v", res.Header.Get("Location"), err)
-			}
-			next, method, form = loc.String(), http.MethodGet, nil
-		case res.StatusCode == http.StatusOK:
-			m := formAction.FindAllStringSubmatch(string(page), -1)
-			if len(m) == 0 {
-				return nil, fmt.Errorf("%s: no login or consent form in %q", u, clip(page))
-			}
-			var action string
-			for _, a := range m {
-				switch {
-				case a[2] == "login":
-					action, form = a[1], url.Values{"login": {account}}
-				case a[2] == "confirm" && allow, a[2] == "abort" && !allow:
-					action, form = a[1], url.Values{}
-				}
-			}
-			if action == "" {
-				return nil, fmt.Errorf("%s: no usable form in %q", u, clip(page))
-			}
-			next, method = p.Issuer+action, http.MethodPost
-		default:
-			return nil, fmt.Errorf("%s %s: HTTP %d: %s", method, u, res.StatusCode, clip(page))
-		}
-	}
-	return nil, errors.New("too many redirects")
+	return idptest.PlayHuman(ctx, c, p.Issuer, authURL, account, allow)
 }
 
-func clip(b []byte) string {
-	if len(b) > 400 {
-		b = b[:400]
-	}
-	return string(b)
-}
+// IssuerURL is Issuer (the [AuthServer] method).
+func (p *Provider) IssuerURL() string { return p.Issuer }
 
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -400,6 +321,5 @@ func (b *lockedBuffer) String() string {
 // tokens, a resource for access tokens) when PairwiseSubjects is on: the
 // provider's own formula, for tests to compare with.
 func PairwiseSubject(account, audience string) string {
-	sum := sha256.Sum256([]byte(account + "|" + audience))
-	return "pw-" + hex.EncodeToString(sum[:8])
+	return idptest.PairwiseSubject(account, audience)
 }

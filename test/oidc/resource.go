@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/connecta-dev/connecta/test/idptest"
 )
 
 // ProtectedServer is a real go-sdk MCP server (streamable HTTP, stateless)
@@ -42,12 +44,13 @@ const (
 
 // DefaultScope is the scope the provider's resources accept by default and
 // the protected server advertises.
-const DefaultScope = "mcp:tools"
+const DefaultScope = idptest.DefaultScope
 
-// NewProtectedServer serves an MCP server protected by p until t ends. Its
+// NewProtectedServer serves an MCP server protected by p (the real provider
+// or its twin) until t ends. Its
 // metadata advertises scopes_supported [DefaultScope]; scopes are required of
 // every token (none by default) and named in its challenge.
-func NewProtectedServer(t testing.TB, p *Provider, scopes ...string) *ProtectedServer {
+func NewProtectedServer(t testing.TB, p AuthServer, scopes ...string) *ProtectedServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,8 +61,8 @@ func NewProtectedServer(t testing.TB, p *Provider, scopes ...string) *ProtectedS
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	keys := oidc.NewRemoteKeySet(ctx, p.Issuer+"/jwks")
-	verifier := oidc.NewVerifier(p.Issuer, keys, &oidc.Config{ClientID: s.URL, SupportedSigningAlgs: []string{"ES256"}})
+	keys := oidc.NewRemoteKeySet(ctx, p.IssuerURL()+"/jwks")
+	verifier := oidc.NewVerifier(p.IssuerURL(), keys, &oidc.Config{ClientID: s.URL, SupportedSigningAlgs: []string{"ES256"}})
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1.0.0"}, nil)
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
@@ -116,7 +119,7 @@ func NewProtectedServer(t testing.TB, p *Provider, scopes ...string) *ProtectedS
 	mux.Handle("/mcp", counted(protect(handler)))
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               s.URL,
-		AuthorizationServers:   []string{p.Issuer},
+		AuthorizationServers:   []string{p.IssuerURL()},
 		ScopesSupported:        []string{DefaultScope},
 		BearerMethodsSupported: []string{"header"},
 	}))

@@ -1,14 +1,18 @@
 // Package testkit holds the helpers tests across the repository kept
 // writing for themselves: a Buffer that a process's or a logger's writer
 // goroutine and the test may share; Eventually, a poll with a deadline and
-// a message for a condition another goroutine or process makes true; Clock,
+// a message for a condition another goroutine or process makes true (Poll
+// when the failure message needs what is known only at the deadline);
+// GoroutinesAtMost, for goroutines that end after a Close returned; Clock,
 // a clock the test moves; Golden, a golden-file check; FreeAddr, a loopback
 // address to start a server on; MCPRequest, the POST an MCP client sends;
 // TSClientNode, the TypeScript client's node or a skip; RowsOutsideVault, a
 // store's rows outside the vault as text; ProcessCPU and ChildrenCPU, for
 // per-op CPU in benchmarks; and VersionedMCP, a downstream that speaks only
-// the protocol versions it is given and records what it is sent. It
-// imports nothing of ours.
+// the protocol versions it is given and records what it is sent.
+// A wait on the clock itself (a TTL, a backoff) is testing/synctest's
+// where no real process or network is involved, not a poll.
+// It imports nothing of ours.
 package testkit
 
 import (
@@ -17,6 +21,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +100,17 @@ func MCPRequest(t testing.TB, url string, body io.Reader) *http.Request {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	return req
+}
+
+// GoroutinesAtMost waits until at most n goroutines run — what a Close
+// stopped ends on its own schedule — and fails the test with every
+// goroutine's stack when within passes first.
+func GoroutinesAtMost(t testing.TB, within time.Duration, n int) {
+	t.Helper()
+	if Poll(within, func() bool { return runtime.NumGoroutine() <= n }) {
+		return
+	}
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	t.Fatalf("after %v: %d goroutines, want at most %d\n%s", within, runtime.NumGoroutine(), n, buf)
 }

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,4 +45,16 @@ func TestPoll_SeesTheConditionOrGivesUp(t *testing.T) {
 	if time.Since(start) < 30*time.Millisecond {
 		t.Fatal("gave up before the duration passed")
 	}
+}
+
+// GoroutinesAtMost returns once goroutines another goroutine is ending have
+// ended.
+func TestGoroutinesAtMost_WaitsForEndingGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	stop := make(chan struct{})
+	for range 4 {
+		go func() { <-stop }()
+	}
+	go close(stop) // ends them, most likely after the wait began
+	GoroutinesAtMost(t, time.Minute, base)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,10 +157,37 @@ func (j *jaeger) trace(t testing.TB, traceID string, want int) []span {
 	return out
 }
 
+// named reads back, through the query API's search, the spans called
+// name (of any trace: roots such as the console's) once want have arrived.
+func (j *jaeger) named(t testing.TB, name string, want int) []span {
+	t.Helper()
+	var out []span
+	var lastErr error
+	waitFor(20*time.Second, func() bool {
+		var all []span
+		all, lastErr = j.get(fmt.Sprintf("http://127.0.0.1:%d/api/traces?service=connecta-test&operation=%s&limit=100", j.query, url.QueryEscape(name)))
+		out = out[:0]
+		for _, s := range all {
+			if s.Name == name {
+				out = append(out, s)
+			}
+		}
+		return lastErr == nil && len(out) >= want
+	})
+	if lastErr != nil {
+		t.Logf("jaeger query: %v", lastErr)
+	}
+	return out
+}
+
 func (j *jaeger) read(traceID string) ([]span, error) {
+	return j.get(fmt.Sprintf("http://127.0.0.1:%d/api/traces/%s", j.query, traceID))
+}
+
+func (j *jaeger) get(u string) ([]span, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/api/traces/%s", j.query, traceID), nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

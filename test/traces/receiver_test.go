@@ -24,6 +24,9 @@ type backend interface {
 	// trace returns the spans of traceID once at least want have arrived
 	// (or what there is after a bound).
 	trace(t testing.TB, traceID string, want int) []span
+	// named returns the spans called name, of any trace, once at least
+	// want have arrived (or what there is after a bound).
+	named(t testing.TB, name string, want int) []span
 	// stop takes the collector down: connections are refused from then on.
 	stop()
 }
@@ -99,6 +102,24 @@ func (r *receiver) trace(t testing.TB, traceID string, want int) []span {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		out = append([]span(nil), r.spans[traceID]...)
+		return len(out) >= want
+	})
+	return out
+}
+
+func (r *receiver) named(t testing.TB, name string, want int) []span {
+	var out []span
+	waitFor(10*time.Second, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		out = out[:0]
+		for _, spans := range r.spans {
+			for _, s := range spans {
+				if s.Name == name {
+					out = append(out, s)
+				}
+			}
+		}
 		return len(out) >= want
 	})
 	return out

@@ -14,6 +14,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,11 +33,14 @@ import (
 	"github.com/connecta-dev/connecta/app"
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/oauth"
 	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/stdioshim"
 )
 
 func TestMain(m *testing.M) {
 	sandbox.MaybeRunChild() // children of this test binary serve one program and exit
+	stdioshim.MaybeRun()    // or start a stdio connector's server
 	os.Exit(m.Run())
 }
 
@@ -121,29 +127,43 @@ type live struct {
 
 func start(t testing.TB, endpoint, downURL string) *live {
 	t.Helper()
-	return startWith(t, endpoint, downURL, "", nil)
+	return startWith(t, endpoint, downURL, setup{})
 }
 
-// startWith adds extra YAML (e.g. auth) and sends every MCP request through
-// rt (nil: the default transport).
-func startWith(t testing.TB, endpoint, downURL, extra string, rt http.RoundTripper) *live {
+// setup is what a test adds to the configuration start writes.
+type setup struct {
+	extra      string            // top-level YAML (e.g. auth)
+	connectors string            // more connector entries, each "  - id: …"
+	executor   string            // more executor keys, e.g. ", cpuTimeMs: 50"
+	rt         http.RoundTripper // every MCP request goes through it (nil: the default transport)
+	logs       io.Writer         // the application's JSON log (nil: discarded)
+	ln         net.Listener      // where it serves (nil: a fresh port), e.g. the one publicUrl names
+	oauthStore oauth.Store       // downstream OAuth state (nil: the app's own)
+	sampleAll  bool              // sampleRatio 1 (else 0: only a sampled caller's trace is kept)
+}
+
+func startWith(t testing.TB, endpoint, downURL string, o setup) *live {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "otlp-token"), []byte(otlpSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(os.TempDir(), "connecta-traces-test-cache")
+	ratio := 0
+	if o.sampleAll {
+		ratio = 1
+	}
 	yaml := fmt.Sprintf(`connectors:
   - id: down
     url: %s
-executor: {concurrency: 1, maxQueueSize: 4, spares: 1, cacheDir: %q}
+%sexecutor: {concurrency: 1, maxQueueSize: 4, spares: 1, cacheDir: %q%s}
 telemetry:
   otlp:
     endpoint: "%s"
     headers: {authorization: "Bearer ${credential:otlp-token}"}
-  sampleRatio: 0
+  sampleRatio: %d
   serviceName: connecta-test
-`, downURL, cache, endpoint) + extra
+`, downURL, o.connectors, cache, o.executor, endpoint, ratio) + o.extra
 	if err := os.WriteFile(filepath.Join(dir, "caller-token"), []byte(callerToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +172,22 @@ telemetry:
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	a, err := app.New(context.Background(), app.Options{Config: cfg, Executor: true, Registry: reg, Version: "test"})
+	var logger *slog.Logger
+	if o.logs != nil {
+		logger = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a, err := app.New(context.Background(), app.Options{Config: cfg, Executor: true, Registry: reg, Version: "test", Logger: logger, OAuthStore: o.oauthStore})
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(a.Server.Handler())
+	front := httptest.NewUnstartedServer(a.Server.Handler())
+	if o.ln != nil {
+		front.Listener.Close()
+		front.Listener = o.ln
+	}
+	front.Start()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: o.rt}}, nil)
 	if err != nil {
 		front.Close()
 		a.Close()
@@ -414,6 +443,20 @@ func waitFor(bound time.Duration, cond func() bool) bool {
 	}
 }
 
+// searchSpans finds a search_tools request's span and its discovery span
+// (nil when missing).
+func searchSpans(spans []span) (root, disc *span) {
+	for i := range spans {
+		switch spans[i].Name {
+		case "tools/call search_tools":
+			root = &spans[i]
+		case "connecta.discovery":
+			disc = &spans[i]
+		}
+	}
+	return root, disc
+}
+
 // headerTransport sets the traceparent header and a bearer token on every
 // request.
 type headerTransport struct{ traceparent, token string }
@@ -441,7 +484,7 @@ func TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication(t *testing.T) {
 	be := newBackend(t)
 	down := newDownstream(t)
 	auth := "auth:\n  tokens:\n    - {name: tracer, token: \"${credential:caller-token}\"}\n"
-	l := startWith(t, be.endpoint(), down.srv.URL, auth, headerTransport{traceparent: "00-" + headerTrace + "-" + headerSpan + "-01", token: callerToken})
+	l := startWith(t, be.endpoint(), down.srv.URL, setup{extra: auth, rt: headerTransport{traceparent: "00-" + headerTrace + "-" + headerSpan + "-01", token: callerToken}})
 	if _, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -457,15 +500,7 @@ func TestTrace_TraceparentHeaderHonouredOnlyAfterAuthentication(t *testing.T) {
 	}
 	l.close()
 	spans := be.trace(t, headerTrace, 2)
-	var root, disc *span
-	for i := range spans {
-		switch spans[i].Name {
-		case "tools/call search_tools":
-			root = &spans[i]
-		case "connecta.discovery":
-			disc = &spans[i]
-		}
-	}
+	root, disc := searchSpans(spans)
 	if root == nil || root.Parent != headerSpan || root.Attrs["connecta.actor"] != "tracer" {
 		t.Fatalf("no request span parented by the authenticated header: %s", dump(spans))
 	}

@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioSilentDiscoverArg runs the test binary as a stdio go-sdk server that
+// never answers server/discover (TestMain).
+const stdioSilentDiscoverArg = "-gateway-test-stdio-silent-discover"
+
+// runSilentDiscoverStdio is that server: every other request is served.
+func runSilentDiscoverStdio() {
+	_ = newTestServer(nil).Run(context.Background(), swallowDiscover{&mcp.StdioTransport{}})
+}
+
+// swallowDiscover drops every server/discover request before the server
+// sees it: no answer, no error, as a server that ignores unknown methods.
+type swallowDiscover struct{ inner mcp.Transport }
+
+func (s swallowDiscover) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := s.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return swallowConn{c}, nil
+}
+
+type swallowConn struct{ mcp.Connection }
+
+func (c swallowConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == discoverMethod {
+			continue
+		}
+		return msg, err
+	}
+}
+
+// silentDiscoverHTTP is a go-sdk server (session protocols) on loopback
+// whose front ignores server/discover: hold keeps the POST open without an
+// answer; stream answers 200 text/event-stream and then sends nothing.
+// It counts the discover POSTs it swallowed.
+func silentDiscoverHTTP(t *testing.T, stream bool) (url string, swallowed func() int) {
+	t.Helper()
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newTestServer(nil) }, nil)
+	var mu sync.Mutex
+	n := 0
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var head struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &head) == nil && head.Method == discoverMethod {
+				mu.Lock()
+				n++
+				mu.Unlock()
+				if stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(http.StatusOK)
+					w.(http.Flusher).Flush()
+				}
+				select {
+				case <-r.Context().Done():
+				case <-done:
+				}
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(done); srv.Close() })
+	return srv.URL + "/mcp", func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// bounded is a gateway with one connector whose discover bound is short
+// beside the call deadline: an unbounded discover would take the whole
+// deadline and the call would fail.
+func bounded(t *testing.T, spec ConnectorSpec) *testEnv {
+	t.Helper()
+	env := newTestGateway(t, 5*time.Second, spec)
+	env.g.lookup(spec.ID).discover.timeout = 300 * time.Millisecond
+	return env
+}
+
+// call calls a read-only tool of the connector's, which must succeed.
+func call(t *testing.T, env *testEnv, id string) { callTool(t, env, id+".read_items") }
+
+func callTool(t *testing.T, env *testEnv, address string) {
+	t.Helper()
+	scope := env.g.NewScope()
+	defer scope.Close()
+	if _, gerr := env.g.Invoke(context.Background(), scope, CallRequest{Address: address, Args: json.RawMessage(`{}`), Front: FrontDoorTopLevel, Source: "call_tool"}); gerr != nil {
+		t.Fatalf("call: %s: %s", gerr.Code, gerr.Message)
+	}
+}
+
+// A downstream that holds the server/discover POST without answering is
+// given the bound, then reached through initialize on the same connector;
+// its later connections skip the discover.
+func TestDiscoverBound_HTTPHeldPOSTFallsBackToInitialize(t *testing.T) {
+	url, swallowed := silentDiscoverHTTP(t, false)
+	env := bounded(t, ConnectorSpec{ID: "h", URL: url})
+	call(t, env, "h")
+	if v := env.g.ConnectorStates()["h"].ProtocolVersion; v != mcpProtocolVersion {
+		t.Fatalf("protocolVersion %q, want %s", v, mcpProtocolVersion)
+	}
+	env.g.lookup("h").invalidateCatalog()
+	call(t, env, "h")
+	if n := swallowed(); n != 1 {
+		t.Fatalf("%d server/discover POSTs; want 1 (later connections start at initialize)", n)
+	}
+}
+
+// The same for a downstream that opens the SSE answer stream and never
+// writes the answer on it.
+func TestDiscoverBound_HTTPSilentStreamFallsBackToInitialize(t *testing.T) {
+	url, swallowed := silentDiscoverHTTP(t, true)
+	env := bounded(t, ConnectorSpec{ID: "h", URL: url})
+	call(t, env, "h")
+	if v := env.g.ConnectorStates()["h"].ProtocolVersion; v != mcpProtocolVersion || swallowed() != 1 {
+		t.Fatalf("protocolVersion %q after %d discovers, want %s after 1", v, swallowed(), mcpProtocolVersion)
+	}
+}
+
+// A stdio server (a real process) that drops server/discover: the bound's
+// error answer comes from connecta's side of the pipe, and initialize
+// follows on the same process.
+func TestDiscoverBound_StdioSilentServerFallsBackToInitialize(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := bounded(t, ConnectorSpec{ID: "p", Command: []string{exe, stdioSilentDiscoverArg}})
+	call(t, env, "p")
+	if v := env.g.ConnectorStates()["p"].ProtocolVersion; v != mcpProtocolVersion {
+		t.Fatalf("protocolVersion %q, want %s", v, mcpProtocolVersion)
+	}
+}
+
+// A downstream that answers server/discover within the bound is unaffected:
+// 2026-07-28, and the bound never marks it silent.
+func TestDiscoverBound_AnsweredDiscoverKeeps2026(t *testing.T) {
+	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
+	env := bounded(t, ConnectorSpec{ID: "s", URL: d.URL})
+	callTool(t, env, "s.echo")
+	c := env.g.lookup("s")
+	if v := env.g.ConnectorStates()["s"].ProtocolVersion; v != statelessProtocolVersion || c.discover.silent.Load() {
+		t.Fatalf("protocolVersion %q, silent %v", v, c.discover.silent.Load())
+	}
+}
