@@ -262,6 +262,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 // Close releases everything: the executor first (in-flight programs end
 // executor_closed) unless it was given in Options, then connectors, then
+// the OAuth refreshes in flight (a rotated token reaches the store), then
 // the activity (its queued events reach the store), then the store. Call
 // it once.
 func (a *App) Close() {
@@ -270,6 +271,9 @@ func (a *App) Close() {
 	}
 	if a.Gateway != nil {
 		_ = a.Gateway.Close()
+	}
+	if a.oauth != nil {
+		a.oauth.Close()
 	}
 	if a.Activity != nil {
 		_ = a.Activity.Close()

@@ -198,7 +198,10 @@ func (c *connector) authError(f *failure, operation string) *Error {
 	case f.oauth:
 		msg = fmt.Sprintf("%s. Call authorize_connector({ connector: %q }) and give the link it returns to a person who can sign in.", strings.TrimSuffix(f.message, "."), id)
 	case c.spec.OAuth && f.scope != "":
-		msg = fmt.Sprintf("Connector %q needs the OAuth scope %s, which its grant lacks (403 insufficient_scope). Call authorize_connector({ connector: %q }): it asks for the granted scopes and this one.", id, quote(f.scope), id)
+		// Whether the grant already holds the scope is oauth's to know, not
+		// the gateway's: the message claims neither, authorize_connector
+		// answers for the grant it finds.
+		msg = fmt.Sprintf("Connector %q refused the call asking for the OAuth scope %s (403 insufficient_scope). Call authorize_connector({ connector: %q }): when the grant lacks the scope it starts a sign-in asking for the granted scopes and this one; when the grant holds it, it says why signing in again will not help.", id, quote(f.scope), id)
 	case c.spec.OAuth:
 		msg = fmt.Sprintf("Connector %q refused the OAuth access token (%s) even after a refresh. Call authorize_connector({ connector: %q }).", id, f.message, id)
 	case f.missingCredential && c.spec.PerCaller && c.spec.Credential != nil:

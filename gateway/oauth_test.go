@@ -56,7 +56,10 @@ func (passOAuth) Transport(_ string, _ actor.ID, base http.RoundTripper) http.Ro
 
 // A 403 insufficient_scope challenge on a call fails it auth_required,
 // naming the scope the downstream asked for and authorize_connector as the
-// way to get it (the step-up itself is oauth's: TestStepUp_*).
+// way to get it (the step-up itself is oauth's: TestStepUp_*). The message
+// says nothing of whether the grant holds the scope: a downstream also
+// refuses a scope the grant holds (the account lacks the permission), and
+// only oauth knows which.
 func TestStepUp_CallFailsAuthRequiredNamingTheScope(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "scoped", Version: "1"}, nil)
 	server.AddTool(&mcp.Tool{Name: "write", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -81,5 +84,8 @@ func TestStepUp_CallFailsAuthRequiredNamingTheScope(t *testing.T) {
 	_, gerr := g.Invoke(context.Background(), nil, CallRequest{Address: "docs.write", Front: FrontDoorTopLevel, Source: "call_tool"})
 	if gerr == nil || gerr.Code != CodeAuthRequired || !strings.Contains(gerr.Message, `"files:write"`) || !strings.Contains(gerr.Message, "authorize_connector") {
 		t.Fatalf("got %+v", gerr)
+	}
+	if strings.Contains(gerr.Message, "its grant lacks") || !strings.Contains(gerr.Message, "when the grant holds it") {
+		t.Fatalf("the message claims what the grant holds, which the gateway does not know: %s", gerr.Message)
 	}
 }

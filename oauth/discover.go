@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,7 @@ func (m *Manager) discover(ctx context.Context, c *Connector) (*discovered, erro
 	issuer := prm.AuthorizationServers[0]
 	var asm *oauthex.AuthServerMeta
 	if legacy {
-		asm, err = m.legacyAuthServer(ctx, issuer)
+		asm, err = m.legacyAuthServer(ctx, c.ID, issuer)
 	} else {
 		asm, err = auth.GetAuthServerMetadata(ctx, issuer, m.http)
 	}
@@ -156,53 +157,79 @@ func (m *Manager) resourceMetadata(ctx context.Context, mcpURL string, challenge
 // The revision names no issuer, only where the document is, so the
 // document's own issuer is taken — on the MCP server's own origin only (a
 // server may mount its authorization endpoints under a path); an issuer on
-// another origin is refused. The SDK then fetches the document again against
-// that issuer, checking it as any other (PKCE, endpoint schemes).
-func (m *Manager) legacyAuthServer(ctx context.Context, base string) (*oauthex.AuthServerMeta, error) {
+// another origin is refused. The document is fetched once, here; the SDK
+// then checks that same document against its issuer as any other (PKCE,
+// endpoint schemes), reading it from memory.
+func (m *Manager) legacyAuthServer(ctx context.Context, id, base string) (*oauthex.AuthServerMeta, error) {
 	metaURL := base + "/.well-known/oauth-authorization-server"
-	issuer, found, err := m.documentIssuer(ctx, metaURL)
+	doc, err := m.fetchDocument(ctx, id, metaURL)
 	if err != nil {
 		return nil, err
 	}
-	if !found {
+	if doc == nil {
 		return &oauthex.AuthServerMeta{
 			Issuer: base, AuthorizationEndpoint: base + "/authorize", TokenEndpoint: base + "/token",
 			RegistrationEndpoint: base + "/register", ResponseTypesSupported: []string{"code"},
 			CodeChallengeMethodsSupported: []string{"S256"},
 		}, nil
 	}
-	if origin(issuer) != base {
-		return nil, fmt.Errorf("the metadata at %s names the issuer %q, which is not on the MCP server's origin", metaURL, clip(issuer))
+	var head struct {
+		Issuer string `json:"issuer"`
 	}
-	return oauthex.GetAuthServerMeta(ctx, metaURL, issuer, m.http)
+	if err := json.Unmarshal(doc.body, &head); err != nil || head.Issuer == "" {
+		return nil, fmt.Errorf("%s is not an authorization server metadata document", metaURL)
+	}
+	if origin(head.Issuer) != base {
+		return nil, fmt.Errorf("the metadata at %s names the issuer %q, which is not on the MCP server's origin", metaURL, clip(head.Issuer))
+	}
+	return oauthex.GetAuthServerMeta(ctx, metaURL, head.Issuer, &http.Client{Transport: doc})
 }
 
-// documentIssuer reads the issuer of the metadata document at metaURL;
-// found is false when the server answers 4xx (it has none).
-func (m *Manager) documentIssuer(ctx context.Context, metaURL string) (issuer string, found bool, err error) {
+// document is a metadata document fetched once; as a RoundTripper it
+// answers a GET of its own URL with the same response, and nothing else,
+// so that the SDK validates what was fetched without fetching it again.
+type document struct {
+	url         string
+	contentType string
+	body        []byte
+}
+
+func (d *document) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || req.URL.String() != d.url {
+		return nil, fmt.Errorf("oauth: only %s was fetched, not %s %s", d.url, req.Method, req.URL.Redacted())
+	}
+	return &http.Response{
+		Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {d.contentType}}, Body: io.NopCloser(bytes.NewReader(d.body)),
+		ContentLength: int64(len(d.body)), Request: req,
+	}, nil
+}
+
+// fetchDocument GETs the metadata document at metaURL with the token
+// requests' client (no redirects; no local address unless the connector
+// is on one): nil when the server answers 4xx (it has none).
+func (m *Manager) fetchDocument(ctx context.Context, id, metaURL string) (*document, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metaURL, nil)
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	res, err := m.http.Do(req)
+	res, err := m.tokenClient(ctx, id).Do(req)
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
 	defer res.Body.Close()
 	if res.StatusCode >= 400 && res.StatusCode < 500 {
-		return "", false, nil
+		return nil, nil
 	}
 	if res.StatusCode != http.StatusOK {
-		return "", false, fmt.Errorf("%s answered HTTP %d", metaURL, res.StatusCode)
+		return nil, fmt.Errorf("%s answered HTTP %d", metaURL, res.StatusCode)
 	}
-	var doc struct {
-		Issuer string `json:"issuer"`
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxMetadataBytes))
+	if err != nil {
+		return nil, err
 	}
-	if err := json.NewDecoder(io.LimitReader(res.Body, maxMetadataBytes)).Decode(&doc); err != nil || doc.Issuer == "" {
-		return "", false, fmt.Errorf("%s is not an authorization server metadata document", metaURL)
-	}
-	return doc.Issuer, true, nil
+	return &document{url: metaURL, contentType: res.Header.Get("Content-Type"), body: body}, nil
 }
 
 // unreachable tells a server that is down from one that answered badly:

@@ -38,6 +38,8 @@ type badServer struct {
 	noASM bool
 	mu    sync.Mutex
 	forms []url.Values // every token request's form
+	// asmGets counts requests for the authorization server metadata.
+	asmGets int
 	// stepUp, when set, is the scope the downstream demands of any token:
 	// a 403 insufficient_scope challenge naming it (guarded by mu).
 	stepUp string
@@ -81,6 +83,9 @@ func newBadServer(t *testing.T) *badServer {
 		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, b.srv.URL+"/mcp", b.srv.URL)
 	})
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.asmGets++
+		b.mu.Unlock()
 		if b.noASM {
 			http.NotFound(w, r)
 			return
@@ -507,24 +512,6 @@ func TestRefreshSendsResource(t *testing.T) {
 	}
 }
 
-// A 2025-03-26 downstream publishes no protected resource metadata and its
-// challenge names none: the authorization server is the one at the MCP
-// server's origin, as that revision specified.
-func TestDiscovery_2025_03_26FallsBackToTheOriginsAuthorizationServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b := newBadServer(t)
-	b.legacy = true
-	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
-	st, err := m.Authorize(ctx, "tracker", false, oauth.Caller{})
-	if err != nil {
-		t.Fatalf("authorize: %v", err)
-	}
-	if st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?") {
-		t.Fatalf("status %+v, want a flow at %s/authorize", st, b.srv.URL)
-	}
-}
-
 // A 2025-03-26 downstream's metadata document sits at its origin, and the
 // revision names no issuer: the document's own is taken when it is on that
 // origin, even under a path (the conformance suite's
@@ -549,6 +536,49 @@ func TestDiscovery_2025_03_26TakesTheDocumentsIssuerOnTheOriginOnly(t *testing.T
 	_, err = m.Authorize(ctx, "tracker", true, oauth.Caller{Operator: true})
 	if err == nil || err.Code != oauth.CodeAuthRequired || !strings.Contains(err.Message, "not on the MCP server's origin") {
 		t.Fatalf("an issuer on another origin: %v", err)
+	}
+}
+
+// A 2025-03-26 downstream publishes no protected resource metadata and its
+// challenge names none: the authorization server is the one at the MCP
+// server's origin, as that revision specified. Its metadata document is
+// fetched once: connecta reads its issuer and the SDK validates that same
+// copy, so a document the SDK would refuse (no PKCE, a script URL for an
+// endpoint) is still refused, with no second request.
+func TestDiscovery_2025_03_26UsesTheOriginsMetadataFetchedOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.legacy = true
+	m, _, _ := faultManager(t, b.srv.URL+"/mcp")
+	gets := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := b.asmGets
+		b.asmGets = 0
+		return n
+	}
+	for _, tc := range []struct {
+		what   string
+		asm    func(map[string]any)
+		refuse string // "" when the flow starts
+	}{
+		{"issuer at the origin", nil, ""},
+		{"issuer under a path", func(m map[string]any) { m["issuer"] = b.srv.URL + "/oauth" }, ""},
+		{"no PKCE", func(m map[string]any) { delete(m, "code_challenge_methods_supported") }, "PKCE"},
+		{"a script URL", func(m map[string]any) { m["authorization_endpoint"] = "javascript:alert(1)" }, "authorization_endpoint"},
+	} {
+		b.asm = tc.asm
+		st, err := m.Authorize(ctx, "tracker", true, oauth.Caller{Operator: true})
+		switch {
+		case tc.refuse == "" && (err != nil || st.Status != oauth.StatusAuthorizationRequired || !strings.HasPrefix(st.AuthorizationURL, b.srv.URL+"/authorize?")):
+			t.Errorf("%s: %+v %v, want a flow at %s/authorize", tc.what, st, err, b.srv.URL)
+		case tc.refuse != "" && (err == nil || err.Code != oauth.CodeAuthRequired || !strings.Contains(err.Message, tc.refuse)):
+			t.Errorf("%s: %+v %v, want auth_required naming %s", tc.what, st, err, tc.refuse)
+		}
+		if n := gets(); n != 1 {
+			t.Errorf("%s: the metadata document was requested %d times, want once", tc.what, n)
+		}
 	}
 }
 

@@ -92,6 +92,11 @@ type Options struct {
 const (
 	DefaultFlowTTL       = 10 * time.Minute
 	DefaultRefreshBefore = 60 * time.Second
+	// RefreshTimeout bounds one refresh: the lock, the token request and
+	// the store update. A refresh runs detached from the caller that
+	// needed it, so that a caller giving up cannot lose a refresh token the
+	// authorization server has already rotated; this is its own bound.
+	RefreshTimeout = 30 * time.Second
 	// ClientName is sent in dynamic registrations and the metadata document.
 	ClientName = "connecta"
 )
@@ -110,7 +115,8 @@ type AuditRecord struct {
 }
 
 // Manager runs flows and serves grants for the configured connectors. Safe
-// for concurrent use; it keeps no goroutines.
+// for concurrent use; its only goroutines are refreshes in flight, each
+// bounded by RefreshTimeout, which Close waits for.
 type Manager struct {
 	opts       Options
 	tracer     trace.Tracer
@@ -123,6 +129,12 @@ type Manager struct {
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
+	// flights are the refreshes running, by owner and the access token they
+	// replace (grant.go); closed refuses new ones once Close has begun.
+	flights        map[string]*flight
+	closed         bool
+	refreshing     sync.WaitGroup
+	refreshTimeout time.Duration // RefreshTimeout; tests shorten it
 }
 
 // New validates the configuration. No server is contacted.
@@ -147,6 +159,9 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		cache:  map[string]*grant{},
+
+		flights:        map[string]*flight{},
+		refreshTimeout: RefreshTimeout,
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}

@@ -19,7 +19,9 @@ import (
 // address unless the connector's own URL is one (a test rig, a private
 // deployment): metadata must not turn connecta into a probe of its own
 // network. This is the go-sdk's discovery dialer idea (oauthex), applied to
-// the requests x/oauth2 and this package make.
+// the requests x/oauth2 and this package make — including the one discovery
+// fetch this package makes itself (a 2025-03-26 server's metadata document,
+// which the SDK then validates without fetching it again).
 
 // tokenClients are the two clients token requests use, built once.
 type tokenClients struct {

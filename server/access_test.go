@@ -453,11 +453,12 @@ func tsAccess(t *testing.T, url, token string, calls [][2]any) map[string]any {
 	return m
 }
 
-// OIDC users of the real oidc-provider with different groups claims,
-// through the official TypeScript client: each sees at every door exactly
-// what a server configured with only its connectors shows.
+// OIDC users with different groups claims (of the hermetic twin under
+// -short, the real oidc-provider otherwise), through the official
+// TypeScript client: each sees at every door exactly what a server
+// configured with only its connectors shows.
 func TestAccess_OIDCGroupsThroughTheTypeScriptClient(t *testing.T) {
-	p := oidctest.Start(t, oidctest.Options{Accounts: map[string]oidctest.Account{
+	p := oidctest.StartAuthServer(t, oidctest.Options{Accounts: map[string]oidctest.Account{
 		"fin": {Email: "fin@example.com", EmailVerified: true, Groups: []string{"finance"}},
 		"eng": {Email: "eng@example.com", EmailVerified: true, Groups: []string{"eng", "staff"}},
 	}})
@@ -466,7 +467,7 @@ func TestAccess_OIDCGroupsThroughTheTypeScriptClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := serveAccess(t, ln, "publicUrl: \"{url}\"\n"+strings.Replace(accessFull, "accessTokens:",
-		"  oidc: {issuer: \""+p.Issuer+"\", callers: {any: true}}\naccessTokens:", 1)+`  - callers: {oidc: {claim: {name: groups, value: finance}}}
+		"  oidc: {issuer: \""+p.IssuerURL()+"\", callers: {any: true}}\naccessTokens:", 1)+`  - callers: {oidc: {claim: {name: groups, value: finance}}}
     connectors: [payments]
     writes: true
   - callers: {oidc: {claim: {name: groups, value: eng}}}

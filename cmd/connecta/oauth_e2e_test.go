@@ -28,7 +28,7 @@ import (
 )
 
 // TestDownstreamOAuth_EndToEnd runs connecta in front of a go-sdk MCP server
-// protected by the real oidc-provider and plays the human with a cookie
+// protected by the real oidc-provider (StartAuthServer) and plays the human with a cookie
 // jar: a call without a grant is auth_required with recovery "oauth" (top
 // level and in a program), authorize_connector gives the link, the login
 // and consent land on connecta's callback, then the connector works through
@@ -42,7 +42,7 @@ func TestDownstreamOAuth_EndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 2 * time.Second})
+	p := oidctest.StartAuthServer(t, oidctest.Options{AccessTokenTTL: 2 * time.Second})
 	rs := oidctest.NewProtectedServer(t, p)
 
 	addr := testkit.FreeAddr(t)
@@ -262,7 +262,7 @@ func grepLines(s, sub string) string {
 func TestDownstreamOAuth_DurableGrantAndRevoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	p := oidctest.Start(t, oidctest.Options{})
+	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
 	addr := testkit.FreeAddr(t)
 	dir := t.TempDir()
@@ -344,7 +344,7 @@ connectors:
 		}
 	})
 	code, out, errOut := runCLI("oauth", "revoke", "tracker", "--config", cfgPath)
-	if code != 0 || !strings.Contains(out, "revoked the grant at "+p.Issuer) {
+	if code != 0 || !strings.Contains(out, "revoked the grant at "+p.IssuerURL()) {
 		t.Fatalf("revoke: %d %q %q", code, out, errOut)
 	}
 	run(func(base string, cs *mcp.ClientSession) {
@@ -402,7 +402,7 @@ func TestDownstreamOAuth_Replicas(t *testing.T) {
 	defer cancel()
 	cluster := pgtest.Start(t)
 	dbURL := cluster.Database(t)
-	p := oidctest.Start(t, oidctest.Options{AccessTokenTTL: 6 * time.Second})
+	p := oidctest.StartAuthServer(t, oidctest.Options{AccessTokenTTL: 6 * time.Second})
 	rs := oidctest.NewProtectedServer(t, p)
 	key := make([]byte, 32)
 	for i := range key {
@@ -502,7 +502,7 @@ connectors:
 func TestDownstreamOAuth_OnlyOperatorsForce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	p := oidctest.Start(t, oidctest.Options{})
+	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
 	addr := testkit.FreeAddr(t)
 	t.Setenv("CONNECTA_TEST_OPS", "ops-token-0123456789abcdef")

@@ -67,7 +67,7 @@ func (p *person) do(ctx context.Context, method, u string, form url.Values, cook
 }
 
 // signIn signs account in through the console (the /me sign-in).
-func signIn(t *testing.T, ctx context.Context, prov *oidctest.Provider, base, account string) *person {
+func signIn(t *testing.T, ctx context.Context, prov oidctest.AuthServer, base, account string) *person {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	p := &person{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -99,7 +99,7 @@ func signIn(t *testing.T, ctx context.Context, prov *oidctest.Provider, base, ac
 }
 
 // connect presses Connect on /me and completes the flow in this browser.
-func (p *person) connect(ctx context.Context, prov *oidctest.Provider, id, account string) (int, string) {
+func (p *person) connect(ctx context.Context, prov oidctest.AuthServer, id, account string) (int, string) {
 	p.t.Helper()
 	_, me := p.do(ctx, http.MethodGet, p.base+"/me", nil, "")
 	m := pcCSRF.FindStringSubmatch(me)
@@ -120,7 +120,8 @@ func (p *person) connect(ctx context.Context, prov *oidctest.Provider, id, accou
 
 // TestPerCallerOAuth_EndToEnd: a real `connecta serve` with a `grants:
 // caller` connector in front of a protected server that answers with the
-// token's subject. Two people of the real oidc-provider sign in through the
+// token's subject. Two people of the authorization server (the hermetic
+// twin under -short, the real oidc-provider otherwise) sign in through the
 // console and connect on /me; Bob's calls fail auth_required (recovery
 // oauth) until he connects while Alice's work; then each one's call_tool
 // and program reach the downstream as themselves; a static token is told
@@ -130,7 +131,7 @@ func TestPerCallerOAuth_EndToEnd(t *testing.T) {
 	defer cancel()
 	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
-	prov := oidctest.Start(t, oidctest.Options{
+	prov := oidctest.StartAuthServer(t, oidctest.Options{
 		Accounts: map[string]oidctest.Account{
 			"alice": {Email: "alice@example.com", EmailVerified: true},
 			"bob":   {Email: "bob@example.com", EmailVerified: true},
@@ -161,7 +162,7 @@ connectors:
   - id: mine
     url: %s
     oauth: {grants: caller}
-`, addr, base, filepath.Join(t.TempDir(), "state.db"), prov.Issuer, rs.URL))
+`, addr, base, filepath.Join(t.TempDir(), "state.db"), prov.IssuerURL(), rs.URL))
 
 	const program = `async () => { try { return await connecta.call("mine.whoami", {}) } catch (e) { return {code: e.code, recovery: e.details && e.details.recovery, message: e.message} } }`
 	both := func(token string) (string, string) {

@@ -11,7 +11,7 @@
 //
 // It signs whatever claims and header a test names, so a test can make
 // every kind of bad token, and has fault switches (SetDown, SetIssuer,
-// FailTokens, Hold, Stop) for the answers a real server gives on a bad day.
+// FailTokens, Hold, HoldServing, Stop) for the answers a real server gives on a bad day.
 package idptest
 
 import (

@@ -422,8 +422,11 @@ func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	h := p.hold
 	p.mu.Unlock()
-	if h != nil && !h.wait(r) {
-		return
+	if h != nil {
+		if !h.wait(r) {
+			return
+		}
+		defer h.answered()
 	}
 	p.mu.Lock()
 	failure := p.tokenFault
@@ -729,27 +732,44 @@ func (p *Provider) FailTokens(n, status int, code string) {
 	p.tokenFault = &tokenFault{n: n, status: status, code: code}
 }
 
-// Held is the token endpoint made slow by [Provider.Hold].
+// Held is the token endpoint made slow by [Provider.Hold] or
+// [Provider.HoldServing].
 type Held struct {
 	// Arrived is closed when the first token request is waiting.
 	Arrived <-chan struct{}
 	// Abandoned is closed when a waiting request's client gave up (the
 	// server saw its connection end) before the release.
 	Abandoned <-chan struct{}
+	// Served is closed when a held request has been answered, after the
+	// release.
+	Served <-chan struct{}
 
-	arrived, abandoned, released chan struct{}
-	arriveOnce, abandonOnce      sync.Once
-	releaseOnce                  sync.Once
-	p                            *Provider
+	arrived, abandoned, released, served chan struct{}
+	arriveOnce, abandonOnce, serveOnce   sync.Once
+	releaseOnce                          sync.Once
+	// serveAbandoned: a request whose client gave up is still served at
+	// the release (HoldServing).
+	serveAbandoned bool
+	p              *Provider
 }
 
 // Hold makes the token endpoint slow: every token request waits until
 // Release (or until its client gives up, and then it is not served), so a
 // test acts at the moment a request waits instead of sleeping. The test's
 // cleanup releases them too.
-func (p *Provider) Hold(t testing.TB) *Held {
-	h := &Held{arrived: make(chan struct{}), abandoned: make(chan struct{}), released: make(chan struct{}), p: p}
-	h.Arrived, h.Abandoned = h.arrived, h.abandoned
+func (p *Provider) Hold(t testing.TB) *Held { return p.hold1(t, false) }
+
+// HoldServing is Hold on a server that does not watch the connection while
+// it works: a waiting request is served at the release even when its client
+// gave up meanwhile (Abandoned still says it did). That is the real
+// server's side of a lost answer: it rotates the refresh token and writes
+// the new one to a connection nobody reads.
+func (p *Provider) HoldServing(t testing.TB) *Held { return p.hold1(t, true) }
+
+func (p *Provider) hold1(t testing.TB, serveAbandoned bool) *Held {
+	h := &Held{arrived: make(chan struct{}), abandoned: make(chan struct{}), released: make(chan struct{}), served: make(chan struct{}),
+		serveAbandoned: serveAbandoned, p: p}
+	h.Arrived, h.Abandoned, h.Served = h.arrived, h.abandoned, h.served
 	p.mu.Lock()
 	p.hold = h
 	p.mu.Unlock()
@@ -769,7 +789,8 @@ func (h *Held) Release() {
 	})
 }
 
-// wait holds one token request; false when its client gave up first.
+// wait holds one token request; false when its client gave up first (and
+// the hold does not serve abandoned requests).
 func (h *Held) wait(r *http.Request) bool {
 	h.arriveOnce.Do(func() { close(h.arrived) })
 	select {
@@ -777,9 +798,16 @@ func (h *Held) wait(r *http.Request) bool {
 		return true
 	case <-r.Context().Done():
 		h.abandonOnce.Do(func() { close(h.abandoned) })
-		return false
+		if !h.serveAbandoned {
+			return false
+		}
+		<-h.released
+		return true
 	}
 }
+
+// answered marks a held request served.
+func (h *Held) answered() { h.serveOnce.Do(func() { close(h.served) }) }
 
 // sign signs claims with the current key (typ "" for none).
 func (p *Provider) sign(claims map[string]any, typ string) string {
