@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/bad/*.golden")
@@ -109,20 +111,7 @@ func TestRefusals_Golden(t *testing.T) {
 			}
 			got := err.Error() + "\n"
 			assertNoSecrets(t, "refusal", got)
-			golden := strings.TrimSuffix(path, ".yaml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("refusal text differs\n got: %s\nwant: %s", got, want)
-			}
+			testkit.Golden(t, strings.TrimSuffix(path, ".yaml")+".golden", []byte(got), *update)
 		})
 	}
 }

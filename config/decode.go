@@ -656,9 +656,8 @@ func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidc *oidcSha
 				t.Operator = oe.val.Value == "true"
 			}
 		}
-		if ne := tf.Name; !ne.given() {
-			d.fail(item, ne.path, "is required (the actor recorded in activity)")
-		} else if s, ok := d.str(ne.val, ne.path); ok {
+		ne := tf.Name
+		if s, ok := d.required(item, ne, " (the actor recorded in activity)"); ok {
 			// The name is the actor (docs/DECISIONS.md "Actors"): a shape
 			// that can never read as another actor, and one token per name.
 			if err := actor.ValidStaticName(s); err != nil {
@@ -675,24 +674,8 @@ func (d *decoder) auth(a *authShape, c *Config) (tokensGiven bool, oidc *oidcSha
 			d.fail(item, te.path, "is required")
 			continue
 		}
-		raw, ok := d.str(te.val, te.path)
+		value, raw, ok := d.secret(te.val, te.path, "tokens")
 		if !ok {
-			continue
-		}
-		segs, err := parseTemplate(raw)
-		if err != nil {
-			d.fail(te.val, te.path, "%s", err)
-			continue
-		}
-		if !hasReference(segs) {
-			d.fail(te.val, te.path, "must be a secret reference (${env:NAME}, ${file:PATH} or ${credential:NAME}); literal tokens are refused")
-			continue
-		}
-		value, missing := d.r.resolve(segs, d.baseDir)
-		if missing != nil {
-			for _, m := range missing {
-				d.fail(te.val, te.path, "cannot resolve %s: %s", m.raw, m.reason)
-			}
 			continue
 		}
 		if strings.ContainsFunc(value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
@@ -740,9 +723,8 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 	c := Connector{Line: n.Line, CallAdmission: DefaultCallAdmission()}
 	at := connectorAt{oauth: fs.OAuth.field}
 	before := len(d.errs)
-	if e := fs.ID; !e.given() {
-		d.fail(n, e.path, "is required (%s)", ConnectorIDPattern)
-	} else if s, ok := d.str(e.val, e.path); ok {
+	if s, ok := d.required(n, fs.ID, " ("+ConnectorIDPattern+")"); ok {
+		e := fs.ID
 		switch first, dup := ids[s]; {
 		case !ValidConnectorID(s):
 			d.fail(e.val, e.path, "%q must match %s", clip(s), ConnectorIDPattern)
@@ -834,13 +816,7 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 		}
 	}
 	if e := fs.OAuth; e.given() {
-		if !isURL {
-			if perCallerOn(d, e, func(o *oauthShape) field { return o.Grants }) {
-				d.fail(e.key, e.path, "grants: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own grant")
-			} else {
-				d.fail(e.key, e.path, "applies only to url connectors (downstream OAuth is for remote MCP servers)")
-			}
-		} else {
+		if urlOnly(d, e, isURL, "grants", func(o *oauthShape) field { return o.Grants }, "grant", "downstream OAuth is for remote MCP servers") {
 			d.oauth(e, &c)
 			for _, h := range c.Headers {
 				if strings.EqualFold(h.Name, "Authorization") {
@@ -850,13 +826,7 @@ func (d *decoder) connector(n *yaml.Node, path string, fs *connectorShape, ids m
 		}
 	}
 	if e := fs.Credential; e.given() {
-		if !isURL {
-			if perCallerOn(d, e, func(cr *credentialShape) field { return cr.Per }) {
-				d.fail(e.key, e.path, "per: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own credential")
-			} else {
-				d.fail(e.key, e.path, "applies only to url connectors (the value is sent as an HTTP header)")
-			}
-		} else {
+		if urlOnly(d, e, isURL, "per", func(cr *credentialShape) field { return cr.Per }, "credential", "the value is sent as an HTTP header") {
 			d.credential(e, &c)
 		}
 	}
@@ -1326,6 +1296,22 @@ func (d *decoder) per(n *yaml.Node, path string) string {
 // per-caller values through the key pick names, so that the refusal can say
 // why: one process or server is shared by every caller. The section's own
 // mistakes are not reported: it is refused as a whole.
+// urlOnly reports whether section e applies: on a url connector it does;
+// on a stdio or builtin one it is refused, with why (for url connectors
+// only) or, when its key (pick) says per caller, with the reason a per-caller
+// what cannot be: one process serves every caller.
+func urlOnly[T any](d *decoder, e section[T], isURL bool, key string, pick func(*T) field, what, why string) bool {
+	switch {
+	case isURL:
+		return true
+	case perCallerOn(d, e, pick):
+		d.fail(e.key, e.path, "%s: caller cannot apply to a stdio or builtin connector: it is one process shared by every caller, so it cannot carry each caller's own %s", key, what)
+	default:
+		d.fail(e.key, e.path, "applies only to url connectors (%s)", why)
+	}
+	return false
+}
+
 func perCallerOn[T any](d *decoder, s section[T], pick func(*T) field) bool {
 	quiet := &decoder{file: d.file}
 	t, ok := s.in(quiet)

@@ -72,9 +72,8 @@ func (c *Config) AuthRequired() bool {
 func (d *decoder) oidc(fs *oidcShape, at section[oidcShape], c *Config) {
 	n := at.val
 	o := &OIDC{SessionTTL: DefaultOIDCSessionTTL, Line: n.Line}
-	if e := fs.Issuer; !e.given() {
-		d.fail(n, e.path, "is required (the provider's issuer URL)")
-	} else if s, ok := d.str(e.val, e.path); ok {
+	if s, ok := d.required(n, fs.Issuer, " (the provider's issuer URL)"); ok {
+		e := fs.Issuer
 		if msg := checkHTTPURL(s); msg != "" {
 			d.fail(e.val, e.path, "%s", msg)
 		} else if u, _ := url.Parse(s); u.Scheme != "https" && !isLoopbackHost(u.Hostname()) {

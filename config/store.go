@@ -48,11 +48,7 @@ var storeSchemes = []string{"memory:", "sqlite:", "postgres://", "postgresql://"
 func (d *decoder) store(fs *storeShape, n *yaml.Node, c *Config) {
 	c.Store.Given = true
 	e := fs.URL
-	if !e.given() {
-		d.fail(n, e.path, "is required (memory:, sqlite:PATH or postgres://…)")
-		return
-	}
-	value, ok := d.secretValue(e.val, e.path)
+	value, ok := d.requiredSecret(n, e, " (memory:, sqlite:PATH or postgres://…)")
 	if !ok {
 		return
 	}
@@ -99,11 +95,7 @@ func (d *decoder) vault(fs *vaultShape, n *yaml.Node, c *Config) {
 	each(d, ke, func(_ int, item *yaml.Node, kf *vaultKeyShape) {
 		var k VaultKey
 		ie := kf.ID
-		if !ie.given() {
-			d.fail(item, ie.path, "is required")
-			return
-		}
-		s, ok := d.str(ie.val, ie.path)
+		s, ok := d.required(item, ie, "")
 		if !ok {
 			return
 		}
@@ -118,11 +110,7 @@ func (d *decoder) vault(fs *vaultShape, n *yaml.Node, c *Config) {
 		ids[s] = true
 		k.ID = s
 		ve := kf.Key
-		if !ve.given() {
-			d.fail(item, ve.path, "is required")
-			return
-		}
-		value, ok := d.secretValue(ve.val, ve.path)
+		value, ok := d.requiredSecret(item, ve, "")
 		if !ok {
 			return
 		}
@@ -135,11 +123,7 @@ func (d *decoder) vault(fs *vaultShape, n *yaml.Node, c *Config) {
 		c.Vault.Keys = append(c.Vault.Keys, k)
 	})
 	ae := fs.Active
-	if !ae.given() {
-		d.fail(n, ae.path, "is required: the id of the key new values are sealed under")
-		return
-	}
-	if s, ok := d.str(ae.val, ae.path); ok {
+	if s, ok := d.required(n, ae, ": the id of the key new values are sealed under"); ok {
 		if !ids[s] {
 			d.fail(ae.val, ae.path, "%q is not the id of any vault.keys entry", clip(s))
 			return
@@ -151,21 +135,51 @@ func (d *decoder) vault(fs *vaultShape, n *yaml.Node, c *Config) {
 // secretValue decodes a string that may contain secret references and
 // resolves them; an unresolvable reference refuses to boot.
 func (d *decoder) secretValue(n *yaml.Node, field string) (string, bool) {
-	raw, ok := d.str(n, field)
+	value, _, ok := d.secret(n, field, "")
+	return value, ok
+}
+
+// secret is secretValue that also returns the text as written; with
+// literals named ("tokens"), a value that holds no reference is refused.
+func (d *decoder) secret(n *yaml.Node, field string, literals string) (value, raw string, ok bool) {
+	raw, ok = d.str(n, field)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	segs, err := parseTemplate(raw)
 	if err != nil {
 		d.fail(n, field, "%s", err)
-		return "", false
+		return "", "", false
+	}
+	if literals != "" && !hasReference(segs) {
+		d.fail(n, field, "must be a secret reference (${env:NAME}, ${file:PATH} or ${credential:NAME}); literal %s are refused", literals)
+		return "", "", false
 	}
 	value, missing := d.r.resolve(segs, d.baseDir)
 	if missing != nil {
 		for _, m := range missing {
 			d.fail(n, field, "cannot resolve %s: %s", m.raw, m.reason)
 		}
+		return "", "", false
+	}
+	return value, raw, true
+}
+
+// required decodes a string field that must be given: a missing one fails
+// at the parent node, "is required" followed by hint (" (…)", ": …" or "").
+func (d *decoder) required(parent *yaml.Node, e field, hint string) (string, bool) {
+	if !e.given() {
+		d.fail(parent, e.path, "is required%s", hint)
 		return "", false
 	}
-	return value, true
+	return d.str(e.val, e.path)
+}
+
+// requiredSecret is required for a secretValue.
+func (d *decoder) requiredSecret(parent *yaml.Node, e field, hint string) (string, bool) {
+	if !e.given() {
+		d.fail(parent, e.path, "is required%s", hint)
+		return "", false
+	}
+	return d.secretValue(e.val, e.path)
 }

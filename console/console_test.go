@@ -312,7 +312,7 @@ func TestConsole_WithoutOIDC(t *testing.T) {
 	defer a.Close()
 	srv := httptest.NewServer(a.Server.Handler())
 	defer srv.Close()
-	for _, path := range []string{"/operator/", "/operator/tokens", "/operator/signin"} {
+	for _, path := range []string{"/operator/", "/operator/tokens", "/operator/signin", console.CallbackPath + "?state=x&code=y", console.MePath} {
 		res, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/connecta-dev/connecta/actor"
 	"github.com/connecta-dev/connecta/console"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/connecta-dev/connecta/vault"
 )
 
@@ -282,38 +282,11 @@ func (h *harness) rowsOutsideVault(t *testing.T, ctx context.Context) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'secrets'`)
-	if err != nil {
-		t.Fatal(err)
+	dump := testkit.RowsOutsideVault(t, ctx, db)
+	if !strings.Contains(dump, "oauth.granted") {
+		t.Fatalf("the row dump missed the audit: %.300s", dump)
 	}
-	var tables []string
-	for rows.Next() {
-		var n string
-		_ = rows.Scan(&n)
-		tables = append(tables, n)
-	}
-	rows.Close()
-	var b strings.Builder
-	for _, n := range tables {
-		r, err := db.QueryContext(ctx, `SELECT * FROM "`+n+`"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := r.Columns()
-		vals, ptrs := make([]any, len(cols)), make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for r.Next() {
-			_ = r.Scan(ptrs...)
-			fmt.Fprintln(&b, vals...)
-		}
-		r.Close()
-	}
-	if !strings.Contains(b.String(), "oauth.granted") {
-		t.Fatalf("the row dump missed the audit: %.300s", b.String())
-	}
-	return b.String()
+	return dump
 }
 
 // TestMe_OneActorOneNameUnderPairwiseSubjects: with the provider's pairwise

@@ -251,10 +251,7 @@ func (c *Console) serveSetCredential(w http.ResponseWriter, r *http.Request) {
 		c.storeFailed(w, r, err)
 		return
 	}
-	s := sessionFrom(r.Context())
-	c.audit(r.Context(), s.op, "credential.set", "connector:"+cc.ID, cc.Credential.Label)
-	c.o.Gateway.InvalidateCatalog(cc.ID)
-	back(w, r, "/credentials", "Saved the "+cc.Credential.Label+" of "+cc.ID+".")
+	c.credentialChanged(w, r, cc, "credential.set", "Saved")
 }
 
 func (c *Console) serveDeleteCredential(w http.ResponseWriter, r *http.Request) {
@@ -271,10 +268,17 @@ func (c *Console) serveDeleteCredential(w http.ResponseWriter, r *http.Request) 
 		back(w, r, "/credentials", "Connector "+cc.ID+" had no credential to remove.")
 		return
 	}
+	c.credentialChanged(w, r, cc, "credential.delete", "Removed")
+}
+
+// credentialChanged follows a stored or removed credential: the audit
+// names the operator and the connector (never the value), the connector's
+// catalog is fetched afresh with it, and the page says what was done.
+func (c *Console) credentialChanged(w http.ResponseWriter, r *http.Request, cc *config.Connector, action, done string) {
 	s := sessionFrom(r.Context())
-	c.audit(r.Context(), s.op, "credential.delete", "connector:"+cc.ID, cc.Credential.Label)
+	c.audit(r.Context(), s.op, action, "connector:"+cc.ID, cc.Credential.Label)
 	c.o.Gateway.InvalidateCatalog(cc.ID)
-	back(w, r, "/credentials", "Removed the "+cc.Credential.Label+" of "+cc.ID+".")
+	back(w, r, "/credentials", done+" the "+cc.Credential.Label+" of "+cc.ID+".")
 }
 
 // serveTestCredential lists the connector's catalog afresh: it never calls

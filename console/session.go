@@ -64,6 +64,16 @@ func (c *Console) oidcConfig() *config.OIDC {
 	return o
 }
 
+// enabledOIDC is oidcConfig; without it (no auth.oidc or no clientId) it
+// answers the page saying how to enable the console, with status.
+func (c *Console) enabledOIDC(w http.ResponseWriter, r *http.Request, status int) *config.OIDC {
+	o := c.oidcConfig()
+	if o == nil {
+		c.render(w, r, status, "disabled", view{Title: "Console not enabled"})
+	}
+	return o
+}
+
 // provider discovers the issuer on first use (and again after a reload
 // changed it); a failed discovery is retried on the next sign-in.
 func (c *Console) provider(ctx context.Context, o *config.OIDC) (*identityProvider, error) {
@@ -138,9 +148,8 @@ func (c *Console) serveSignin(w http.ResponseWriter, r *http.Request) {
 		c.tooMany(w, r)
 		return
 	}
-	o := c.oidcConfig()
+	o := c.enabledOIDC(w, r, http.StatusOK)
 	if o == nil {
-		c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
 		return
 	}
 	p, err := c.provider(r.Context(), o)
@@ -171,9 +180,8 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 		c.tooMany(w, r)
 		return
 	}
-	o := c.oidcConfig()
+	o := c.enabledOIDC(w, r, http.StatusOK)
 	if o == nil {
-		c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
 		return
 	}
 	q := r.URL.Query()
@@ -340,8 +348,7 @@ func (c *Console) page(h http.HandlerFunc) http.Handler { return c.pageFor(h, tr
 // pageFor is page; operatorOnly false admits any signed-in caller (/me).
 func (c *Console) pageFor(h http.HandlerFunc, operatorOnly bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c.oidcConfig() == nil {
-			c.render(w, r, http.StatusOK, "disabled", view{Title: "Console not enabled"})
+		if c.enabledOIDC(w, r, http.StatusOK) == nil {
 			return
 		}
 		s, why := c.authenticate(r)
@@ -372,8 +379,7 @@ func (c *Console) mutationFor(h http.HandlerFunc, operatorOnly bool) http.Handle
 			c.fail(w, r, http.StatusForbidden, "Refused: cross-origin request", "This form was not sent from the console's own pages, so nothing was changed. Open the console and try again.")
 			return
 		}
-		if c.oidcConfig() == nil {
-			c.render(w, r, http.StatusForbidden, "disabled", view{Title: "Console not enabled"})
+		if c.enabledOIDC(w, r, http.StatusForbidden) == nil {
 			return
 		}
 		s, why := c.authenticate(r)

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/connecta-dev/connecta/guest"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -50,20 +50,14 @@ func benchSequential(b *testing.B, code string) {
 // caps throughput on a 2-core machine.
 type cpuMeter struct{ self, children time.Duration }
 
-func rusage(who int) time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(who, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func startCPU() cpuMeter {
-	return cpuMeter{self: rusage(syscall.RUSAGE_SELF), children: rusage(syscall.RUSAGE_CHILDREN)}
+	return cpuMeter{self: testkit.ProcessCPU(), children: testkit.ChildrenCPU()}
 }
 
 func (m cpuMeter) report(b *testing.B) {
 	n := float64(b.N)
-	b.ReportMetric(float64((rusage(syscall.RUSAGE_SELF)-m.self).Microseconds())/1000/n, "parent-cpu-ms/op")
-	b.ReportMetric(float64((rusage(syscall.RUSAGE_CHILDREN)-m.children).Microseconds())/1000/n, "child-cpu-ms/op")
+	b.ReportMetric(float64((testkit.ProcessCPU()-m.self).Microseconds())/1000/n, "parent-cpu-ms/op")
+	b.ReportMetric(float64((testkit.ChildrenCPU()-m.children).Microseconds())/1000/n, "child-cpu-ms/op")
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {

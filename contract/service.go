@@ -12,6 +12,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/gateway/discovery"
+	"github.com/connecta-dev/connecta/internal/required"
 	"github.com/connecta-dev/connecta/jstext"
 	"github.com/connecta-dev/connecta/supervisor"
 	"github.com/connecta-dev/connecta/telemetry"
@@ -387,20 +388,8 @@ func normalizeTitle(t string) string {
 
 // requiredOption is one option New refuses to leave zero: package config is
 // the one home of its default.
-type requiredOption struct {
-	zero bool
-	name string
-}
+type requiredOption = required.Field
 
 func requireOptions(pkg string, opts []requiredOption) error {
-	var missing []string
-	for _, o := range opts {
-		if o.zero {
-			missing = append(missing, "Options."+o.name)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: %s required", pkg, strings.Join(missing, ", "))
+	return required.Check(pkg, "Options.", opts)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -277,20 +277,7 @@ func TestL8_X5_DescriptionStatesBudgetsAndMissingAuthority(t *testing.T) {
 // golden compares got with testdata/<name>.golden.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if string(want) != string(got) {
-		t.Fatalf("%s differs:\n got: %s\nwant: %s", name, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 // render is a CallToolResult as the model receives it.

@@ -442,18 +442,37 @@ func (st *state) findPerson(id string) *person {
 	return nil
 }
 
-func (st *state) getIssue(raw json.RawMessage) (any, error) {
+// issueNamed finds the issue a tool names, or says how issue ids look.
+// The caller holds st.mu.
+func (st *state) issueNamed(id string) (*issue, error) {
+	is := st.findIssue(id)
+	if is == nil {
+		return nil, failf("Issue %q not found (ids look like WEB-1, API-3, MOB-2)", id)
+	}
+	return is, nil
+}
+
+// idArg decodes the {"id": …} arguments of the get_* tools.
+func idArg(raw json.RawMessage) (string, error) {
 	var a struct {
 		ID string `json:"id"`
 	}
 	if err := decode(raw, &a); err != nil {
+		return "", err
+	}
+	return a.ID, nil
+}
+
+func (st *state) getIssue(raw json.RawMessage) (any, error) {
+	id, err := idArg(raw)
+	if err != nil {
 		return nil, err
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	is := st.findIssue(a.ID)
-	if is == nil {
-		return nil, failf("Issue %q not found (ids look like WEB-1, API-3, MOB-2)", a.ID)
+	is, err := st.issueNamed(id)
+	if err != nil {
+		return nil, err
 	}
 	out := *is
 	out.Labels = nonNil(append([]string(nil), is.Labels...))
@@ -480,17 +499,15 @@ func (st *state) listPeople(raw json.RawMessage) (any, error) {
 }
 
 func (st *state) getPerson(raw json.RawMessage) (any, error) {
-	var a struct {
-		ID string `json:"id"`
-	}
-	if err := decode(raw, &a); err != nil {
+	id, err := idArg(raw)
+	if err != nil {
 		return nil, err
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	p := st.findPerson(a.ID)
+	p := st.findPerson(id)
 	if p == nil {
-		return nil, failf("Person %q not found (ids look like u-ada, u-ben)", a.ID)
+		return nil, failf("Person %q not found (ids look like u-ada, u-ben)", id)
 	}
 	type out struct {
 		Person        person         `json:"person"`
@@ -547,9 +564,9 @@ func (st *state) addComment(raw json.RawMessage) (any, error) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	is := st.findIssue(a.IssueID)
-	if is == nil {
-		return nil, failf("Issue %q not found (ids look like WEB-1, API-3, MOB-2)", a.IssueID)
+	is, err := st.issueNamed(a.IssueID)
+	if err != nil {
+		return nil, err
 	}
 	if st.findPerson(a.Author) == nil {
 		return nil, failf("Person %q not found (author must be a person id such as u-ada)", a.Author)

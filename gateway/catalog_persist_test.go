@@ -17,30 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // Persisted catalogs, drift and quarantine against real go-sdk servers whose
 // tool lists the tests change between loads, on real stores, under a clock
 // the test moves.
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.UnixMilli(1_800_000_000_000)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *testkit.Clock { return testkit.NewClock(time.UnixMilli(1_800_000_000_000)) }
 
 // mutableServer is a go-sdk server whose tools a test adds, changes and
 // removes; lists counts its tools/list requests.
@@ -101,7 +85,7 @@ type persistEnv struct {
 	reg *prometheus.Registry
 }
 
-func newPersistGateway(t *testing.T, st store.Store, clk *clock, opts Options, specs ...ConnectorSpec) *persistEnv {
+func newPersistGateway(t *testing.T, st store.Store, clk *testkit.Clock, opts Options, specs ...ConnectorSpec) *persistEnv {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.Connectors, opts.Store, opts.Now, opts.Metrics = specs, st, clk.Now, reg
@@ -171,7 +155,7 @@ func TestCatalog_StoredCopyServedStaleAfterRestartThenNone(t *testing.T) {
 	_ = first.g.Close()
 	stop()
 
-	clk.advance(2 * time.Minute) // past ttlMs
+	clk.Advance(2 * time.Minute) // past ttlMs
 	second := newPersistGateway(t, sqliteStore(t, path), clk, Options{}, spec)
 	if got := toolNames(t, second.g, "remote"); len(got) != 2 {
 		t.Fatalf("after a restart with the downstream down: %v, want the stored catalog", got)
@@ -187,7 +171,7 @@ func TestCatalog_StoredCopyServedStaleAfterRestartThenNone(t *testing.T) {
 		t.Fatalf("connecta_catalog_age_seconds = %v, want 120", v)
 	}
 
-	clk.advance(10 * time.Minute) // past staleMs
+	clk.Advance(10 * time.Minute) // past staleMs
 	if _, err := second.g.Tools(context.Background(), "remote"); err == nil {
 		t.Fatal("a catalog past staleMs was served")
 	}
@@ -252,15 +236,15 @@ func TestCatalog_DownstreamTTLCapsCatalogTTL(t *testing.T) {
 	spec.LegacyVersion = true
 	env := newPersistGateway(t, nil, clk, Options{}, spec)
 	toolNames(t, env.g, "x")
-	clk.advance(1500 * time.Millisecond)
+	clk.Advance(1500 * time.Millisecond)
 	toolNames(t, env.g, "x")
 	if n := m.lists.Load(); n != 2 {
 		t.Fatalf("%d listings after 1.5 s with ttlMs 1000, want 2", n)
 	}
 	m.ttlMs.Store(0)
-	clk.advance(1500 * time.Millisecond)
+	clk.Advance(1500 * time.Millisecond)
 	toolNames(t, env.g, "x") // lists (the capped TTL had passed), now with ttlMs 0
-	clk.advance(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	toolNames(t, env.g, "x")
 	if n := m.lists.Load(); n != 3 {
 		t.Fatalf("%d listings, want 3: ttlMs 0 keeps catalog.ttlMs (1 min)", n)
@@ -319,7 +303,7 @@ func TestCatalog_EachDriftKindReportedAndAuditedOnce(t *testing.T) {
 	}
 	for i, s := range steps {
 		s.change()
-		clk.advance(time.Second)
+		clk.Advance(time.Second)
 		d := reload()
 		if counts(d) != s.want || !d.ObservedAt.Equal(clk.Now()) {
 			t.Fatalf("%s: drift %+v, want %v observed now", s.name, d, s.want)
@@ -328,7 +312,7 @@ func TestCatalog_EachDriftKindReportedAndAuditedOnce(t *testing.T) {
 			t.Fatalf("%s: %d drift audits, want %d", s.name, n, i+1)
 		}
 		// The same catalog again: reported as it was, not audited again.
-		clk.advance(time.Second)
+		clk.Advance(time.Second)
 		if again := reload(); counts(again) != s.want || !again.ObservedAt.Equal(d.ObservedAt) {
 			t.Fatalf("%s: unchanged reload reported %+v", s.name, again)
 		}
@@ -472,7 +456,7 @@ func TestCatalog_QuarantineFailsClosedWhenTheStoreIsUnreadable(t *testing.T) {
 		t.Fatalf("first catalog: %v", got)
 	}
 	_ = st.Close() // every later read fails
-	clk.advance(ApprovalRecheck)
+	clk.Advance(ApprovalRecheck)
 	if got := toolNames(t, env.g, "x"); len(got) != 0 {
 		t.Fatalf("store unreadable: %v visible", got)
 	}

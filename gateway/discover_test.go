@@ -157,7 +157,7 @@ func TestDiscoverBound_StdioSilentServerFallsBackToInitialize(t *testing.T) {
 // 2026-07-28, and the bound never marks it silent.
 func TestDiscoverBound_AnsweredDiscoverKeeps2026(t *testing.T) {
 	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
-	env := bounded(t, ConnectorSpec{ID: "s", URL: d.url})
+	env := bounded(t, ConnectorSpec{ID: "s", URL: d.URL})
 	callTool(t, env, "s.echo")
 	c := env.g.lookup("s")
 	if v := env.g.ConnectorStates()["s"].ProtocolVersion; v != statelessProtocolVersion || c.discover.silent.Load() {

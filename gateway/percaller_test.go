@@ -225,7 +225,7 @@ func TestPerCaller_IdleChildrenAreEvicted(t *testing.T) {
 	// recently used idle child, and not the one held by a call.
 	_, held := c.forCaller(ctxOf(0))
 	for i := 1; i <= MaxCallerChildren; i++ {
-		clk.advance(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		_, h := c.forCaller(ctxOf(i))
 		h.release()
 	}
@@ -240,7 +240,7 @@ func TestPerCaller_IdleChildrenAreEvicted(t *testing.T) {
 		t.Fatalf("held sub-0 kept %v (want true), least recently used sub-1 kept %v (want false)", kept0, kept1)
 	}
 	// Idle for CallerChildIdle: closed at the next sweep, except the held one.
-	clk.advance(CallerChildIdle)
+	clk.Advance(CallerChildIdle)
 	_, h := c.forCaller(ctxOf(0))
 	h.release()
 	if n := children(); n != 1 {
@@ -259,7 +259,7 @@ func TestPerCaller_IdleChildrenAreEvicted(t *testing.T) {
 	if gerr := call(); gerr != nil {
 		t.Fatal(gerr)
 	}
-	clk.advance(CallerChildIdle)
+	clk.Advance(CallerChildIdle)
 	_, h = c.forCaller(ctxOf(1)) // a sweep evicts 5000's child
 	h.release()
 	c.mu.Lock()
@@ -284,7 +284,7 @@ func TestPerCaller_IdleChildrenAreEvicted(t *testing.T) {
 	for _, cc := range evicted {
 		cc.close()
 	}
-	clk.advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	g.InvalidateCatalog("k")
 	before = lists.Load()
 	if gerr := call(); gerr != nil {

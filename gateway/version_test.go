@@ -1,31 +1,23 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
-// versionedHTTP is a real go-sdk server over streamable HTTP that speaks
-// only the given protocol versions; it records every JSON-RPC method it is
-// sent and the Mcp-Method / Mcp-Name headers that came with each.
+// versionedHTTP is testkit's versioned downstream with a second tool,
+// "hold", that signals entered and returns once release is closed.
 type versionedHTTP struct {
-	url    string
-	server *mcp.Server
-
-	mu       sync.Mutex
-	methods  []string
-	badHeads []string // requests whose Mcp-Method / Mcp-Name did not match the body
-	versions map[string]bool
+	*testkit.VersionedMCP
 
 	entered chan struct{} // "hold" has started
 	release chan struct{} // "hold" may return
@@ -33,13 +25,8 @@ type versionedHTTP struct {
 
 func newVersionedHTTP(t testing.TB, versions []string, stateless bool) *versionedHTTP {
 	t.Helper()
-	d := &versionedHTTP{versions: map[string]bool{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	server := mcp.NewServer(&mcp.Implementation{Name: "versioned", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
-	server.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: text(string(req.Params.Arguments))}, nil
-		})
-	server.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+	d := &versionedHTTP{VersionedMCP: testkit.NewVersionedMCP(t, versions, stateless), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	d.Server.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			d.entered <- struct{}{}
 			select {
@@ -49,52 +36,7 @@ func newVersionedHTTP(t testing.TB, versions []string, stateless bool) *versione
 				return nil, ctx.Err()
 			}
 		})
-	d.server = server
-	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: stateless})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
-				d.mu.Lock()
-				d.methods = append(d.methods, msg.Method)
-				d.versions[r.Header.Get("Mcp-Protocol-Version")] = true
-				if stateless && msg.ID != nil {
-					wantName := ""
-					if msg.Method == "tools/call" {
-						wantName = msg.Params.Name
-					}
-					if r.Header.Get("Mcp-Method") != msg.Method || r.Header.Get("Mcp-Name") != wantName {
-						d.badHeads = append(d.badHeads, fmt.Sprintf("%s: Mcp-Method %q Mcp-Name %q", msg.Method, r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name")))
-					}
-				}
-				d.mu.Unlock()
-			}
-		}
-		inner.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	d.url = srv.URL + "/mcp"
 	return d
-}
-
-// take returns the methods seen since the last take, by count.
-func (d *versionedHTTP) take() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := map[string]int{}
-	for _, m := range d.methods {
-		out[m]++
-	}
-	d.methods = nil
-	return out
 }
 
 // program runs n calls in one scope (one execution) and one top-level call
@@ -127,33 +69,31 @@ func versionRound(t *testing.T, g *Gateway, id string, n int) {
 // carries Mcp-Method, and tools/call Mcp-Name.
 func TestVersionNegotiation_StatelessDownstreamNoHandshake(t *testing.T) {
 	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
-	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "s", URL: d.url})
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "s", URL: d.URL})
 
 	versionRound(t, env.g, "s", 5)
-	first := d.take()
+	first := d.Take()
 	t.Logf("first round: %v", first)
 	if first["initialize"] != 0 || first["server/discover"] != 1 || first["tools/list"] != 1 || first["tools/call"] != 6 {
 		t.Fatalf("first round sent %v; want one server/discover, one tools/list, six tools/call and no initialize", first)
 	}
 	versionRound(t, env.g, "s", 5)
-	if again := d.take(); len(again) != 1 || again["tools/call"] != 6 {
+	if again := d.Take(); len(again) != 1 || again["tools/call"] != 6 {
 		t.Fatalf("with a fresh catalog the round sent %v; want six tools/call and nothing else", again)
 	}
 
 	// A catalog refresh discovers once more, on a fresh connection.
 	env.g.lookup("s").invalidateCatalog()
 	versionRound(t, env.g, "s", 5)
-	if third := d.take(); third["initialize"] != 0 || third["server/discover"] != 1 || third["tools/list"] != 1 || third["tools/call"] != 6 {
+	if third := d.Take(); third["initialize"] != 0 || third["server/discover"] != 1 || third["tools/list"] != 1 || third["tools/call"] != 6 {
 		t.Fatalf("after a refresh the round sent %v; want one server/discover, one tools/list, six tools/call", third)
 	}
 
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.badHeads) > 0 {
-		t.Fatalf("requests without matching Mcp-Method / Mcp-Name: %v", d.badHeads)
+	if bad := d.BadHeaders(); len(bad) > 0 {
+		t.Fatalf("requests without matching Mcp-Method / Mcp-Name: %v", bad)
 	}
-	if len(d.versions) != 1 || !d.versions["2026-07-28"] {
-		t.Fatalf("downstream saw MCP-Protocol-Version %v", d.versions)
+	if versions := d.Versions(); len(versions) != 1 || !versions["2026-07-28"] {
+		t.Fatalf("downstream saw MCP-Protocol-Version %v", versions)
 	}
 	if v := env.g.ConnectorStates()["s"].ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("connectorStates protocolVersion %q", v)
@@ -164,9 +104,9 @@ func TestVersionNegotiation_StatelessDownstreamNoHandshake(t *testing.T) {
 // fallback, and P4 still gives every execution its own session.
 func TestVersionNegotiation_SessionDownstreamFallsBack(t *testing.T) {
 	d := newVersionedHTTP(t, []string{"2025-06-18"}, false)
-	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "o", URL: d.url})
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "o", URL: d.URL})
 	versionRound(t, env.g, "o", 5)
-	got := d.take()
+	got := d.Take()
 	// The connector's own session (catalog) and one per scope (P4): three
 	// initializes; only the first session tried server/discover (refused).
 	if got["initialize"] != 3 || got["server/discover"] != 1 || got["tools/list"] != 1 || got["tools/call"] != 6 {
@@ -181,9 +121,9 @@ func TestVersionNegotiation_SessionDownstreamFallsBack(t *testing.T) {
 // downstream that would speak 2026-07-28.
 func TestVersionNegotiation_LegacyPinsSessions(t *testing.T) {
 	d := newVersionedHTTP(t, nil, false)
-	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "l", URL: d.url, LegacyVersion: true})
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "l", URL: d.URL, LegacyVersion: true})
 	versionRound(t, env.g, "l", 2)
-	if got := d.take(); got["server/discover"] != 0 || got["initialize"] != 3 {
+	if got := d.Take(); got["server/discover"] != 0 || got["initialize"] != 3 {
 		t.Fatalf("sent %v; want no server/discover and three initialize", got)
 	}
 	if v := env.g.ConnectorStates()["l"].ProtocolVersion; v != "2025-11-25" {
@@ -196,7 +136,7 @@ func TestVersionNegotiation_LegacyPinsSessions(t *testing.T) {
 // old connection closes after it.
 func TestVersionNegotiation_RefreshRetiresConnectionAfterItsCalls(t *testing.T) {
 	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
-	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "s", URL: d.url})
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "s", URL: d.URL})
 	c := env.g.lookup("s")
 	if _, err := env.g.Tools(context.Background(), "s"); err != nil {
 		t.Fatal(err)
@@ -228,7 +168,7 @@ func TestVersionNegotiation_RefreshRetiresConnectionAfterItsCalls(t *testing.T) 
 		t.Fatalf("the call on the retired connection failed: %s: %s", gerr.Code, gerr.Message)
 	}
 	waitFor(t, "the retired connection to close", func() bool { return old.dead.Load() })
-	if got := d.take(); got["server/discover"] != 2 {
+	if got := d.Take(); got["server/discover"] != 2 {
 		t.Fatalf("sent %v; want two server/discover (one per refresh)", got)
 	}
 }
@@ -238,11 +178,11 @@ func TestVersionNegotiation_RefreshRetiresConnectionAfterItsCalls(t *testing.T) 
 // the server adds is in the next listing.
 func TestVersionNegotiation_ListChangedThroughSubscriptionsListen(t *testing.T) {
 	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
-	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "s", URL: d.url})
+	env := newTestGateway(t, 5*time.Second, ConnectorSpec{ID: "s", URL: d.URL})
 	if _, err := env.g.Tools(context.Background(), "s"); err != nil {
 		t.Fatal(err)
 	}
-	d.server.AddTool(&mcp.Tool{Name: "late", InputSchema: json.RawMessage(`{"type":"object"}`)},
+	d.Server.AddTool(&mcp.Tool{Name: "late", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
 		})

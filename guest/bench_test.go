@@ -14,8 +14,8 @@ import (
 
 	"github.com/connecta-dev/connecta/ipc"
 	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
+	"github.com/connecta-dev/connecta/test/testkit"
 	"github.com/tetratelabs/wazero"
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkRun_OnePlusOne: fresh instance + init + setup + `1+1` + close.
@@ -25,7 +25,7 @@ func BenchmarkRun_OnePlusOne(b *testing.B) {
 	prog := Program{Code: "async () => 1 + 1", Providers: connectaProvider}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testkit.ProcessCPU()
 	defer func() { reportCPU(b, cpu0, 1) }()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -44,7 +44,7 @@ func BenchmarkCompile_WarmCache(b *testing.B) {
 	newTestEngine(b, EngineOptions{}) // warm
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testkit.ProcessCPU()
 	defer func() { reportCPU(b, cpu0, 1) }()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -69,7 +69,7 @@ func BenchmarkHostCall_RoundTrip(b *testing.B) {
 	prog := Program{Code: "async () => { let n = 0; for (let i = 0; i < " + strconv.Itoa(calls) + "; i++) n += (await connecta.call('a.b', {i})).n; return n; }",
 		Providers: connectaProvider, Limits: Limits{CPUTime: time.Minute}}
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testkit.ProcessCPU()
 	defer func() { reportCPU(b, cpu0, calls) }()
 	for i := 0; i < b.N; i++ {
 		out, err := e.Run(context.Background(), prog, h)
@@ -130,18 +130,8 @@ func rssBytes() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// processCPU is user+system CPU of the whole process: per-op CPU cost is
-// meaningful even on a loaded machine where wall latencies are not.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func reportCPU(b *testing.B, start time.Duration, perOp int) {
-	b.ReportMetric(float64((processCPU()-start).Microseconds())/float64(b.N*perOp), "cpu-µs/op")
+	b.ReportMetric(float64((testkit.ProcessCPU()-start).Microseconds())/float64(b.N*perOp), "cpu-µs/op")
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/connecta-dev/connecta/ipc"
 	quickjswasm "github.com/connecta-dev/connecta/quickjs.wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -38,16 +39,8 @@ const (
 // Guest-visible texts (docs/sandbox.md §6).
 const (
 	stallMessage     = "Execution stalled: code awaits something that can never settle."
-	cancelledMessage = "Execution was cancelled."
+	cancelledMessage = ipc.CancelledMessage
 )
-
-func cpuMessage(budget time.Duration) string {
-	return fmt.Sprintf("Execution exceeded the %dms guest CPU budget.", budget.Milliseconds())
-}
-
-func deadlineMessage(wall time.Duration) string {
-	return fmt.Sprintf("Execution timed out after %dms.", wall.Milliseconds())
-}
 
 //go:embed setup.js
 var setupSource string

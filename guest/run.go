@@ -11,6 +11,7 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/connecta-dev/connecta/ipc"
 	"github.com/connecta-dev/connecta/jstext"
 )
 
@@ -210,9 +211,9 @@ func failure(kind ErrorKind, msg string) *Outcome {
 func (r *run) trippedOutcome() *Outcome {
 	switch r.tripped {
 	case ErrCPU:
-		return failure(ErrCPU, cpuMessage(r.lim.CPUTime))
+		return failure(ErrCPU, ipc.CPUBudgetMessage(r.lim.CPUTime))
 	case ErrDeadline:
-		return failure(ErrDeadline, deadlineMessage(r.lim.Wall))
+		return failure(ErrDeadline, ipc.DeadlineMessage(r.lim.Wall))
 	default:
 		return failure(ErrCancelled, cancelledMessage)
 	}

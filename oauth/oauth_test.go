@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connecta-dev/connecta/oauth"
@@ -151,21 +150,9 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 	return res.StatusCode, string(body)
 }
 
-// whoami calls the protected server through the Manager's transport.
-func (r *rig) whoami(ctx context.Context) (string, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	hc := &http.Client{Transport: r.m.Transport("tracker", actor.ID{}, http.DefaultTransport)}
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.rs.URL, HTTPClient: hc}, nil)
-	if err != nil {
-		return "", err
-	}
-	defer session.Close()
-	out, err := session.CallTool(ctx, &mcp.CallToolParams{Name: oidctest.ToolWhoAmI})
-	if err != nil {
-		return "", err
-	}
-	return out.Content[0].(*mcp.TextContent).Text, nil
-}
+// whoami calls the protected server through the Manager's transport with
+// the connector's shared grant.
+func (r *rig) whoami(ctx context.Context) (string, error) { return r.whoamiAs(ctx, actor.ID{}) }
 
 func (r *rig) refreshes(outcome string) float64 {
 	mfs, _ := r.reg.Gather()

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/connecta-dev/connecta/server"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // Access rules (docs/DECISIONS.md "Access rules"): what a caller cannot reach
@@ -433,14 +433,7 @@ func TestAccess_ReplicasOnOnePostgresAgreeOnNarrowing(t *testing.T) {
 // each call, as exact texts.
 func tsAccess(t *testing.T, url, token string, calls [][2]any) map[string]any {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil || statErr != nil {
-		msg := "the TypeScript MCP client is not installed (run make tsclient; needs node and npm)"
-		if os.Getenv("CONNECTA_REQUIRE_TSCLIENT") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node := testkit.TSClientNode(t, tsClientDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	spec, _ := json.Marshal(calls)
@@ -542,9 +535,7 @@ func TestAccess_HiddenToolSameCatalogFailureWhenDown(t *testing.T) {
 // so a reloaded rule shows within a minute.
 func TestAccess_ToolsListIsPrivateAndShortLived(t *testing.T) {
 	s := newAccessServer(t, accessFull)
-	req, _ := http.NewRequest(http.MethodPost, s.url+"/mcp", strings.NewReader(toolsListBody))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, s.url+"/mcp", strings.NewReader(toolsListBody))
 	req.Header.Set("Authorization", "Bearer "+tokLaptop)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

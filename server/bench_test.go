@@ -16,6 +16,7 @@ import (
 
 	"github.com/connecta-dev/connecta/gateway"
 	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // thousandTools is an in-process downstream with 1,000 read-only tools with
@@ -150,9 +151,7 @@ func BenchmarkExecuteCode_Parent(b *testing.B) {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"async () => 1+1"}}}`)
 	client := &http.Client{}
 	post := func() {
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		req := testkit.MCPRequest(b, h.url+"/mcp", bytes.NewReader(body))
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)

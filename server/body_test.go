@@ -23,12 +23,7 @@ import (
 
 func postMCP(t testing.TB, url, body string, header map[string]string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, url+"/mcp", strings.NewReader(body))
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}

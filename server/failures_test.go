@@ -2,24 +2,18 @@ package server_test
 
 import (
 	"encoding/json"
-	"net"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // closedURL is a loopback URL nothing listens on: its catalog cannot load.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return "http://" + addr + "/mcp"
+	return "http://" + testkit.FreeAddr(t) + "/mcp"
 }
 
 // TestTopLevelFailuresAreTypedAlways: every failure of the five top-level

@@ -29,6 +29,7 @@ import (
 	"github.com/connecta-dev/connecta/sandbox"
 	"github.com/connecta-dev/connecta/server"
 	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -466,13 +467,7 @@ func (h *harness) rawPost(t testing.TB, body io.Reader, size int64, token string
 // adjust (Host, Origin) before send.
 func (h *harness) mcpRequest(t testing.TB, body io.Reader) *http.Request {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.url+"/mcp", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	return req
+	return testkit.MCPRequest(t, h.url+"/mcp", body)
 }
 
 // send does req; the response body is closed when the test ends.

@@ -6,15 +6,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // rpcPost sends one JSON-RPC body to /mcp with the given MCP headers and
 // returns the status, content type and decoded body.
 func rpcPost(t *testing.T, h *harness, body string, headers map[string]string) (int, string, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, h.url+"/mcp", strings.NewReader(body))
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
@@ -87,9 +87,7 @@ func TestUnknownMethod_JSONRPCErrorInAJSONBody(t *testing.T) {
 	for _, m := range []string{"initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call",
 		"logging/setLevel", "completion/complete", "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
 		"resources/read", "resources/subscribe", "resources/unsubscribe"} {
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+m+`","params":{}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		req := testkit.MCPRequest(t, h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+m+`","params":{}}`))
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -3,11 +3,11 @@ package server
 import (
 	"crypto/sha256"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/connecta-dev/connecta/access"
 	"github.com/connecta-dev/connecta/inbound"
+	"github.com/connecta-dev/connecta/internal/required"
 )
 
 // settings are what a reload may change in a running server. Each request
@@ -86,25 +86,15 @@ func hashTokens(ts []Token) ([]tokenEntry, error) {
 // the caller checked itself), naming each with its configuration key, and
 // clamps a negative MaxQueue to 0 (fail fast).
 func checkRequests(r RequestLimits, hostCallTimeoutMissing bool, extra ...string) (RequestLimits, error) {
-	var missing []string
-	for _, f := range []struct {
-		zero bool
-		name string
-	}{
+	if err := required.Check("server", "", []required.Field{
 		{r.MaxActive <= 0, "Requests.MaxActive (requests.maxActive)"},
 		{r.QueueTimeout <= 0, "Requests.QueueTimeout (requests.queueTimeoutMs)"},
 		{r.RetryAfter <= 0, "Requests.RetryAfter (requests.retryAfterMs)"},
 		{r.MaxBodyBytes <= 0, "Requests.MaxBodyBytes (requests.maxBodyBytes)"},
 		{r.BodyTimeout <= 0, "Requests.BodyTimeout (requests.bodyTimeoutMs)"},
 		{hostCallTimeoutMissing, "HostCallTimeout (execute.hostCallTimeoutMs)"},
-	} {
-		if f.zero {
-			missing = append(missing, f.name)
-		}
-	}
-	missing = append(missing, extra...)
-	if len(missing) > 0 {
-		return r, fmt.Errorf("server: %s required", strings.Join(missing, ", "))
+	}, extra...); err != nil {
+		return r, err
 	}
 	if r.MaxQueue < 0 {
 		r.MaxQueue = 0

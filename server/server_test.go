@@ -112,17 +112,28 @@ func TestAuth_MissingWrongRightToken(t *testing.T) {
 	}
 }
 
-func TestAdmission_OverloadIs503WithServerOverloaded(t *testing.T) {
-	h := newHarness(t, harnessOptions{requests: server.RequestLimits{MaxActive: 1, MaxQueue: 0, RetryAfter: 1500 * time.Millisecond}})
-	cs := h.connect(t, "")
+// holdSlowCall starts a call_tool of down.slow on cs and returns once the
+// downstream runs it; release cancels it and waits for it to end (so does
+// the test's end).
+func holdSlowCall(t *testing.T, h *harness, cs *mcp.ClientSession) (release func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow"}})
 	}()
 	<-h.down.slowStarted
+	var once sync.Once
+	release = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(release)
+	return release
+}
+
+func TestAdmission_OverloadIs503WithServerOverloaded(t *testing.T) {
+	h := newHarness(t, harnessOptions{requests: server.RequestLimits{MaxActive: 1, MaxQueue: 0, RetryAfter: 1500 * time.Millisecond}})
+	cs := h.connect(t, "")
+	release := holdSlowCall(t, h, cs)
 	resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusServiceUnavailable {
@@ -135,8 +146,7 @@ func TestAdmission_OverloadIs503WithServerOverloaded(t *testing.T) {
 	if strings.TrimSpace(string(body)) != want {
 		t.Fatalf("body\n got %s\nwant %s", body, want)
 	}
-	cancel()
-	<-done
+	release()
 	snap := h.srv.Health().Admission.Requests
 	if snap.Totals.Rejected < 1 {
 		t.Fatalf("snapshot %+v", snap)
@@ -146,20 +156,13 @@ func TestAdmission_OverloadIs503WithServerOverloaded(t *testing.T) {
 func TestAdmission_BeforeAuth(t *testing.T) {
 	h := newHarness(t, harnessOptions{tokens: []server.Token{{Name: "a", Value: "token-aaaaaaaaaaaaaaaa"}}, requests: server.RequestLimits{MaxActive: 1, MaxQueue: 0}})
 	cs := h.connect(t, "token-aaaaaaaaaaaaaaaa")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"address": "down.slow"}})
-	}()
-	<-h.down.slowStarted
+	release := holdSlowCall(t, h, cs)
 	// Unauthenticated while the pool is full: refused by admission, not auth.
 	resp := h.rawPost(t, strings.NewReader(toolsListBody), int64(len(toolsListBody)), "")
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503 (admission before auth)", resp.StatusCode)
 	}
-	cancel()
-	<-done
+	release()
 }
 
 func TestBodyCap_RefusedBeforeTheSDKReads(t *testing.T) {

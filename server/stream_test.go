@@ -31,12 +31,7 @@ func rpcCall(id any, tool string, args any, meta map[string]any) string {
 // response; the caller reads and closes it.
 func (h *harness) post(t testing.TB, ctx context.Context, body, token string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, h.url+"/mcp", strings.NewReader(body)).WithContext(ctx)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -52,10 +47,8 @@ func (h *harness) post(t testing.TB, ctx context.Context, body, token string) *h
 func (h *harness) reply(t testing.TB, body, token string) <-chan string {
 	t.Helper()
 	out := make(chan string, 1)
+	req := testkit.MCPRequest(t, h.url+"/mcp", strings.NewReader(body))
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +21,7 @@ const tsClientDir = "../test/tsclient/testdata"
 // so a missing node or package fails instead of skipping.
 func tsClient(t *testing.T, h *harness, scenario string) (lines <-chan map[string]any, send func()) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	sdk := filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")
-	if _, statErr := os.Stat(sdk); err != nil || statErr != nil {
-		msg := "the TypeScript MCP client is not installed (run make tsclient; needs node and npm)"
-		if os.Getenv("CONNECTA_REQUIRE_TSCLIENT") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node := testkit.TSClientNode(t, tsClientDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	cmd := exec.CommandContext(ctx, node, "client.mjs", scenario, h.url+"/mcp")
 	cmd.Dir = tsClientDir

@@ -1,66 +1,18 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
-
-// methodCounter is a go-sdk server over streamable HTTP that speaks only
-// versions, counting the JSON-RPC methods it is sent.
-type methodCounter struct {
-	url string
-	mu  sync.Mutex
-	n   map[string]int
-}
-
-func newMethodCounter(t testing.TB, versions []string, stateless bool) *methodCounter {
-	t.Helper()
-	m := &methodCounter{n: map[string]int{}}
-	s := mcp.NewServer(&mcp.Implementation{Name: "versioned", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
-	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
-		})
-	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				Method string `json:"method"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
-				m.mu.Lock()
-				m.n[msg.Method]++
-				m.mu.Unlock()
-			}
-		}
-		inner.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	m.url = srv.URL + "/mcp"
-	return m
-}
-
-func (m *methodCounter) take() map[string]int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := m.n
-	m.n = map[string]int{}
-	return out
-}
 
 // A 2026-07-28-only downstream and a 2025-06-18-only one both answer
 // call_tool and a five-call program through connecta. Once the catalog is
@@ -69,9 +21,9 @@ func (m *methodCounter) take() map[string]int {
 // second a session per execution (P4).
 func TestVersionNegotiation_CallToolAndProgramsOnBothProtocols(t *testing.T) {
 	sharedPool(t)
-	modern := newMethodCounter(t, []string{"2026-07-28"}, true)
-	old := newMethodCounter(t, []string{"2025-06-18"}, false)
-	h := newHarness(t, harnessOptions{code: withCode, extra: []gateway.ConnectorSpec{{ID: "modern", URL: modern.url}, {ID: "old", URL: old.url}}})
+	modern := testkit.NewVersionedMCP(t, []string{"2026-07-28"}, true)
+	old := testkit.NewVersionedMCP(t, []string{"2025-06-18"}, false)
+	h := newHarness(t, harnessOptions{code: withCode, extra: []gateway.ConnectorSpec{{ID: "modern", URL: modern.URL}, {ID: "old", URL: old.URL}}})
 	cs := h.connect(t, "")
 	for _, id := range []string{"modern", "old"} {
 		res := call(t, cs, "call_tool", `{"address":"`+id+`.echo","args":{"i":-1}}`)
@@ -84,10 +36,10 @@ func TestVersionNegotiation_CallToolAndProgramsOnBothProtocols(t *testing.T) {
 			t.Fatalf("%s program: %s", id, textOf(t, res))
 		}
 	}
-	if got := modern.take(); got["initialize"] != 0 || got["server/discover"] != 1 || got["tools/call"] != 6 {
+	if got := modern.Take(); got["initialize"] != 0 || got["server/discover"] != 1 || got["tools/call"] != 6 {
 		t.Fatalf("2026-07-28 downstream got %v; want one server/discover, six tools/call, no initialize", got)
 	}
-	if got := old.take(); got["initialize"] != 3 || got["tools/call"] != 6 {
+	if got := old.Take(); got["initialize"] != 3 || got["tools/call"] != 6 {
 		t.Fatalf("2025-06-18 downstream got %v; want three initialize (catalog, call_tool, program) and six tools/call", got)
 	}
 	code := `async () => { for (let i = 0; i < 5; i++) await connecta.call("modern.echo", {i}); return 5 }`
@@ -95,7 +47,7 @@ func TestVersionNegotiation_CallToolAndProgramsOnBothProtocols(t *testing.T) {
 	if res := call(t, cs, "execute_code", string(args)); res.IsError {
 		t.Fatalf("program: %s", textOf(t, res))
 	}
-	if got := modern.take(); fmt.Sprint(got) != "map[tools/call:5]" {
+	if got := modern.Take(); fmt.Sprint(got) != "map[tools/call:5]" {
 		t.Fatalf("a five-call program with a fresh catalog sent %v; want five tools/call and nothing else", got)
 	}
 	states := h.gw.ConnectorStates()

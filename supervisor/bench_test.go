@@ -94,6 +94,20 @@ func benchThroughput(b *testing.B, code string) {
 func BenchmarkPool_Throughput8_OnePlusOne(b *testing.B)    { benchThroughput(b, "async () => 1 + 1") }
 func BenchmarkPool_Throughput8_FiveHostCalls(b *testing.B) { benchThroughput(b, fiveCalls) }
 
+// runAndRetire runs frame (a run message) on the ready child c, waits for
+// its done, and retires it until it has exited.
+func runAndRetire(b *testing.B, p *Pool, c *child, frame []byte) {
+	b.Helper()
+	if err := c.w.WriteFrame(frame); err != nil {
+		b.Fatal(err)
+	}
+	if in := <-c.in; in.err != nil || in.m.Type != ipc.TypeDone {
+		b.Fatal("no done", in.err)
+	}
+	p.retire(c, true)
+	<-c.exited
+}
+
 // benchChild spawns one child at a time, runs 1+1 and reaps it; it reports
 // the child's own CPU (user+sys) from spawn to exit, its peak RSS, and the
 // spawn→ready wall time.
@@ -116,14 +130,7 @@ func benchChild(b *testing.B, namespaces bool) {
 			b.Fatal("not ready", in.err)
 		}
 		ready += time.Since(start)
-		if err := c.w.WriteFrame(frame); err != nil {
-			b.Fatal(err)
-		}
-		if in := <-c.in; in.err != nil || in.m.Type != ipc.TypeDone {
-			b.Fatal("no done", in.err)
-		}
-		p.retire(c, true)
-		<-c.exited
+		runAndRetire(b, p, c, frame)
 		ru := c.state.SysUsage().(*syscall.Rusage)
 		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		maxRSS = max(maxRSS, ru.Maxrss)
@@ -177,7 +184,7 @@ func benchBudgetEnd(b *testing.B, code string) {
 			b.Fatal(err)
 		}
 		res, err := l.Run(context.Background(), Job{Code: code}, quietHost{})
-		if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != msgCPUBudget(testCPUTime) {
+		if err != nil || res.Err == nil || res.Err.Kind != ErrCPU || res.Err.Message != ipc.CPUBudgetMessage(testCPUTime) {
 			b.Fatal(err, res)
 		}
 		cpu = append(cpu, res.ChildCPU)

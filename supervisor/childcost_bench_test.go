@@ -99,14 +99,7 @@ func childVsHello(b *testing.B, dir, hello string, opts Options) {
 			b.Fatalf("not ready: %v; stderr: %s", in.err, tail)
 		}
 		maxAnon = max(maxAnon, anonKB(c.pid))
-		if err := c.w.WriteFrame(frame); err != nil {
-			b.Fatal(err)
-		}
-		if in := <-c.in; in.err != nil || in.m.Type != ipc.TypeDone {
-			b.Fatal("no done", in.err)
-		}
-		p.retire(c, true)
-		<-c.exited
+		runAndRetire(b, p, c, frame)
 		if i == 0 {
 			continue
 		}

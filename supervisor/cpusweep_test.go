@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/ipc"
 )
 
 // sweepProgram enumerates, in the guest, every function property (values,
@@ -147,7 +149,7 @@ func TestL5_BudgetBindsOnEveryBuiltin(t *testing.T) {
 		}
 		switch res.Err.Kind {
 		case ErrCPU:
-			if want := msgCPUBudget(budget); res.Err.Message != want {
+			if want := ipc.CPUBudgetMessage(budget); res.Err.Message != want {
 				t.Errorf("%s: ended with %q, want %q", last, res.Err.Message, want)
 			}
 		case ErrOutOfMemory, ErrInternal:

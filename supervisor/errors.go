@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/connecta-dev/connecta/ipc"
 )
 
 // Execution error codes (E2, L7). Admission failures and failures that end a
@@ -22,15 +24,9 @@ const (
 	msgCancelledBefore      = "Execution was cancelled before admission."
 	msgCancelledQueued      = "Execution was cancelled while queued."
 	msgCancelledStarting    = "Execution was cancelled while the sandbox was starting."
-	msgCancelled            = "Execution was cancelled."
+	msgCancelled            = ipc.CancelledMessage
 	msgCancelledBeforeStart = "Execution was cancelled before it started."
 )
-
-// msgCPUBudget is the engine's own budget text (package guest), byte for
-// byte: a run the parent ends for CPU reads exactly as one the engine ended.
-func msgCPUBudget(budget time.Duration) string {
-	return fmt.Sprintf("Execution exceeded the %dms guest CPU budget.", budget.Milliseconds())
-}
 
 func msgAdmissionTimeout(d time.Duration) string {
 	return fmt.Sprintf("Executor admission timed out after %dms.", d.Milliseconds())

@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
+	"github.com/connecta-dev/connecta/internal/required"
 	"github.com/connecta-dev/connecta/ipc"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -156,11 +155,7 @@ type Host interface {
 // check refuses an Options that leaves a required value zero, naming the
 // field and the configuration key it comes from.
 func (o Options) check() error {
-	var missing []string
-	for _, f := range []struct {
-		zero bool
-		name string
-	}{
+	return required.Check("supervisor", "Options.", []required.Field{
 		{o.Slots <= 0, "Slots (executor.concurrency)"},
 		{o.QueueTimeout <= 0, "QueueTimeout (executor.queueTimeoutMs)"},
 		{o.SpareIdle <= 0, "SpareIdle (executor.spareIdleMs)"},
@@ -168,15 +163,7 @@ func (o Options) check() error {
 		{o.Limits.CPUTime <= 0, "Limits.CPUTime (executor.cpuTimeMs)"},
 		{o.Limits.HeapBytes == 0, "Limits.HeapBytes (executor.memoryLimitBytes)"},
 		{o.Limits.StackBytes == 0, "Limits.StackBytes (executor.maxStackSizeBytes)"},
-	} {
-		if f.zero {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("supervisor: Options.%s required", strings.Join(missing, ", Options."))
-	}
-	return nil
+	})
 }
 
 // normalized fills the pool's own tuning (not configuration) and clamps.

@@ -204,11 +204,11 @@ func (s *session) run(ctx context.Context, frame []byte) (*Result, error) {
 			cancelCalls()
 			s.terminate(killCPUBudget)
 			p.log.WarnContext(ctx, "execution over budget", "budget", string(ErrCPU), "cpuMs", cpu.last.Milliseconds(), "wallMs", time.Since(start).Milliseconds())
-			return fail(ErrCPU, outcomeError, msgCPUBudget(s.limits.CPUTime))
+			return fail(ErrCPU, outcomeError, ipc.CPUBudgetMessage(s.limits.CPUTime))
 		case <-wall.C:
 			cancelCalls()
 			s.terminate(killDeadline)
-			return fail(ErrDeadline, outcomeDeadline, fmt.Sprintf("Execution timed out after %dms.", s.limits.Wall.Milliseconds()))
+			return fail(ErrDeadline, outcomeDeadline, ipc.DeadlineMessage(s.limits.Wall))
 		case <-ctx.Done():
 			cancelCalls() // in-flight host calls first, then the kill (L1, L2, X3)
 			s.terminate(killCancel)

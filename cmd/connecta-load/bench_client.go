@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,17 +58,7 @@ func (c *rawClient) call(ctx context.Context, tool string, args any, header http
 	if err != nil {
 		return nil, err
 	}
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, c.id.Add(1), params)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader([]byte(body)))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(ctx, c.toolsCall(params), header)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +75,26 @@ func (c *rawClient) call(ctx context.Context, tool string, args any, header http
 		return nil, fmt.Errorf("not a tool result: %.200s", b)
 	}
 	return &r, nil
+}
+
+// toolsCall is a tools/call request with the next id.
+func (c *rawClient) toolsCall(params []byte) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, c.id.Add(1), params)
+}
+
+// send POSTs one JSON-RPC body as an MCP client does (JSON in, JSON or an
+// event stream out), with header added; the caller closes the body.
+func (c *rawClient) send(ctx context.Context, body string, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	return c.hc.Do(req)
 }
 
 // run executes code and fails unless the program succeeded.

@@ -203,16 +203,7 @@ func activeSlots(ctx context.Context, srv *benchServer) (int, error) {
 
 // post sends one JSON-RPC body and returns the response body.
 func (c *rawClient) post(ctx context.Context, body string, header http.Header) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(ctx, body, header)
 	if err != nil {
 		return nil, err
 	}
@@ -226,14 +217,7 @@ func (c *rawClient) post(ctx context.Context, body string, header http.Header) (
 // progress message as it is read off the event stream.
 func (c *rawClient) stream(ctx context.Context, code string, onProgress func(message string, at time.Time)) error {
 	params, _ := json.Marshal(map[string]any{"name": "execute_code", "arguments": map[string]any{"code": code}, "_meta": map[string]any{"progressToken": "bench"}})
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, c.id.Add(1), params)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(ctx, c.toolsCall(params), nil)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // procKB reads a "Key:   N kB" line of /proc/<pid>/status.
@@ -71,9 +73,7 @@ func benchBodies(b *testing.B, mk func(int) []byte) {
 	pid := srv.cmd.Process.Pid
 	body := mk(maxBody)
 	post := func() int {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/mcp", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		req := testkit.MCPRequest(b, "http://"+srv.addr+"/mcp", bytes.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			b.Error(err)

@@ -22,15 +22,10 @@ const catalogUsage = "usage: connecta catalog diff|approve CONNECTOR [TOOL…] -
 // memory: is refused; servers pick an approval up within
 // gateway.ApprovalRecheck.
 func cmdCatalog(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "diff" && args[0] != "approve") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, catalogUsage)
-			return 0
-		}
-		fmt.Fprintln(stderr, catalogUsage)
-		return 2
+	verb, code, ok := verbOf(args, []string{"diff", "approve"}, catalogUsage+"\n", catalogUsage, stdout, stderr)
+	if !ok {
+		return code
 	}
-	verb := args[0]
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
 	// Refused before the store is opened, so a refusal creates no file.

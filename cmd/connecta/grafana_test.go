@@ -93,7 +93,7 @@ connectors:
 	}
 
 	dir := t.TempDir()
-	promAddr := freeAddr(t)
+	promAddr := testkit.FreeAddr(t)
 	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: connecta\n    static_configs: [{targets: [%q]}]\n", srv.addr)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -41,25 +41,31 @@ func serveConfig(t *testing.T, ctx context.Context, addr, yaml string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, ctx, cfg, addr, "serve "+addr)
+	return path
+}
+
+// serveUntilCleanup runs serve on cfg in this process until the test ends
+// (its error, named by what, fails the test) and returns once addr answers
+// /health.
+func serveUntilCleanup(t *testing.T, ctx context.Context, cfg *config.Config, addr, what string) {
+	t.Helper()
 	serveCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-errc; err != nil {
-			t.Errorf("serve %s: %v", addr, err)
+			t.Errorf("%s: %v", what, err)
 		}
 	})
 	waitHealthy(t, "http://"+addr)
-	return path
 }
 
 // post sends an initialize request with the given Authorization headers.
 func post(t *testing.T, url string, authorization ...string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 	for _, a := range authorization {
 		req.Header.Add("Authorization", a)
 	}
@@ -134,7 +140,7 @@ func TestInboundOIDC_EndToEnd(t *testing.T) {
 	p := oidctest.StartAuthServer(t, oidctest.Options{Accounts: inboundAccounts})
 	other := oidctest.StartAuthServer(t, oidctest.Options{Accounts: inboundAccounts})
 	issuer := p.IssuerURL()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	resource := base + "/mcp"
 	t.Setenv("CONNECTA_TEST_STATIC_TOKEN", "static-token-0123456789abcdef")
@@ -252,14 +258,7 @@ connectors:
 func tsBearer(t *testing.T, url, token string) map[string]any {
 	t.Helper()
 	dir := filepath.Join("..", "..", "test", "tsclient", "testdata")
-	node, err := exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil || statErr != nil {
-		msg := "the TypeScript MCP client is not installed (run make tsclient; needs node and npm)"
-		if os.Getenv("CONNECTA_REQUIRE_TSCLIENT") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node := testkit.TSClientNode(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "client.mjs", "bearer", url)
@@ -293,7 +292,7 @@ func TestIssuedTokens_TwoReplicasSharePostgres(t *testing.T) {
 	defer cancel()
 	cluster := pgtest.Start(t)
 	t.Setenv("CONNECTA_TEST_STORE_URL", cluster.Database(t))
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{testkit.FreeAddr(t), testkit.FreeAddr(t)}
 	var path string
 	for _, addr := range addrs {
 		path = serveConfig(t, ctx, addr, fmt.Sprintf(`listen: %s

@@ -60,18 +60,6 @@ func runTestMode() {
 	}
 }
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // serverProcess is bin/connecta's command line run by this test binary.
 type serverProcess struct {
 	cmd    *exec.Cmd
@@ -90,7 +78,7 @@ func startServer(t testing.TB, configYAML string) *serverProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := &serverProcess{addr: addr, stderr: &testkit.Buffer{}}
 	p.cmd = exec.Command(exe, serveMode, "serve", "--config", path, "--listen", addr)
 	p.cmd.Stderr = p.stderr
@@ -276,16 +264,7 @@ connectors:
 // The watchdog is pinged only while the HTTP accept loop is alive: once
 // Serve has returned, the pings stop (systemd then restarts the service).
 func TestNotify_WatchdogWithheldOnceTheAcceptLoopEnds(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
-	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
-	t.Setenv("WATCHDOG_PID", "")
+	conn := watchdogSocket(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -414,7 +393,7 @@ func (p *serverProcess) metric(t *testing.T, line string) bool {
 // any, failed (status degraded, still HTTP 200) while the downstream is down,
 // ok again once it answers; connecta_connector_up follows.
 func TestHealth_DegradedWhileAFixtureIsDownOkWhenItReturns(t *testing.T) {
-	fixture := freeAddr(t)
+	fixture := testkit.FreeAddr(t)
 	stop := startFixture(t, fixture)
 	srv := startServer(t, fmt.Sprintf("executor: {spares: 0}\nconnectors:\n  - id: remote\n    url: http://%s/mcp\n", fixture))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -492,7 +471,7 @@ func TestReload_SIGHUPAddsATokenAndAConnectorInvalidFileKeepsRunning(t *testing.
 	}
 	tokA := writeFile("token-a", "token-a-0123456789")
 	tokB := writeFile("token-b", "token-b-0123456789")
-	one, two := freeAddr(t), freeAddr(t)
+	one, two := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	startFixture(t, one)
 	startFixture(t, two)
 	first := fmt.Sprintf(`executor: {spares: 0}
@@ -519,9 +498,7 @@ connectors:
 		t.Fatalf("laptop before reload: %s", text)
 	}
 	status := func(token string) int {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		req := testkit.MCPRequest(t, "http://"+srv.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -596,7 +573,7 @@ connectors:
 // process exits 0 (the listener used to close at SIGTERM, so every poll
 // was refused).
 func TestDrain_HealthAndNewRequestsAnswer503WhileInFlightWorkFinishes(t *testing.T) {
-	fixture := freeAddr(t)
+	fixture := testkit.FreeAddr(t)
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	s := pingServer()
 	s.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},

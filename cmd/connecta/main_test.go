@@ -47,19 +47,7 @@ func TestCheck_BadConfigNamesFileLineField(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
 	}
-	golden := filepath.Join("testdata", "check_bad.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(stderr), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stderr != string(want) {
-		t.Fatalf("stderr differs from %s:\n got:\n%s\nwant:\n%s", golden, stderr, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "check_bad.golden"), []byte(stderr), *update)
 	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 		if !strings.HasPrefix(line, "error: testdata/bad.yaml:") {
 			t.Errorf("line does not name file:line: %q", line)
@@ -97,12 +85,7 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	if err := cfg.SetListen(addr); err != nil {
 		t.Fatal(err)
 	}
@@ -166,17 +149,24 @@ func TestServe_EmbeddedDefaultThenGracefulStop(t *testing.T) {
 	}
 }
 
-func TestNotify_ReadyWatchdogStopping(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "notify.sock")
+// watchdogSocket is a systemd notify socket for this test, in the
+// environment with a watchdog every 10 ms for this process.
+func watchdogSocket(t *testing.T) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	t.Setenv("NOTIFY_SOCKET", sock)
 	t.Setenv("WATCHDOG_USEC", "20000") // ping every 10 ms
 	t.Setenv("WATCHDOG_PID", "")
+	return conn
+}
+
+func TestNotify_ReadyWatchdogStopping(t *testing.T) {
+	conn := watchdogSocket(t)
 	n := newNotifier(newLogger(&bytes.Buffer{}))
 	n.ready(nil)
 	read := func() string {

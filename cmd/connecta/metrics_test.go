@@ -92,7 +92,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // each alert can fire from the first event. With metricsListen set,
 // /metrics is served there and only there.
 func TestAlertSeriesExistOnAFreshServer(t *testing.T) {
-	listen, metrics := freeAddr(t), freeAddr(t)
+	listen, metrics := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	yaml := "listen: " + listen + "\nmetricsListen: " + metrics + "\npublicUrl: http://" + listen + "\n" +
 		"executor: {spares: 0}\n" +
 		"connectors:\n  - id: demo\n    builtin: demo\n  - id: remote\n    url: http://127.0.0.1:9/mcp\n" +

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -46,12 +45,7 @@ func TestDownstreamOAuth_EndToEnd(t *testing.T) {
 	p := oidctest.StartAuthServer(t, oidctest.Options{AccessTokenTTL: 2 * time.Second})
 	rs := oidctest.NewProtectedServer(t, p)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	dir := t.TempDir()
 	activityFile := filepath.Join(dir, "activity.jsonl")
 	yaml := fmt.Sprintf(`listen: %s
@@ -270,12 +264,7 @@ func TestDownstreamOAuth_DurableGrantAndRevoke(t *testing.T) {
 	defer cancel()
 	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	dir := t.TempDir()
 	key := make([]byte, 32)
 	for i := range key {
@@ -421,7 +410,7 @@ func TestDownstreamOAuth_Replicas(t *testing.T) {
 	}
 	t.Setenv("CONNECTA_TEST_VAULT_KEY", base64.StdEncoding.EncodeToString(key))
 	t.Setenv("CONNECTA_TEST_STORE_URL", dbURL)
-	addrA, addrB := freeAddr(t), freeAddr(t)
+	addrA, addrB := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	public := "http://" + addrB // the load balancer sends browsers to B
 	sessions := map[string]*mcp.ClientSession{}
 	for name, addr := range map[string]string{"A": addrA, "B": addrB} {
@@ -439,16 +428,7 @@ connectors:
 		if err != nil {
 			t.Fatal(err)
 		}
-		serveCtx, stop := context.WithCancel(ctx)
-		errc := make(chan error, 1)
-		go func() { errc <- serve(serveCtx, cfg, serveOptions{log: newLogger(&testkit.Buffer{})}) }()
-		t.Cleanup(func() {
-			stop()
-			if err := <-errc; err != nil {
-				t.Errorf("replica %s: %v", name, err)
-			}
-		})
-		waitHealthy(t, "http://"+addr)
+		serveUntilCleanup(t, ctx, cfg, addr, "replica "+name)
 		client := mcp.NewClient(&mcp.Implementation{Name: "replica-" + name, Version: "1"}, nil)
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
 		if err != nil {
@@ -524,7 +504,7 @@ func TestDownstreamOAuth_OnlyOperatorsForce(t *testing.T) {
 	defer cancel()
 	p := oidctest.StartAuthServer(t, oidctest.Options{})
 	rs := oidctest.NewProtectedServer(t, p)
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	t.Setenv("CONNECTA_TEST_OPS", "ops-token-0123456789abcdef")
 	t.Setenv("CONNECTA_TEST_DEV", "dev-token-0123456789abcdef")
 	yaml := fmt.Sprintf(`listen: %s

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // subjectDownstream is a go-sdk HTTP server protected by per-user API keys:
@@ -167,39 +169,7 @@ connectors:
 // storeRowsOutsideVault dumps every table but secrets as text.
 func storeRowsOutsideVault(t *testing.T, db *sql.DB) string {
 	t.Helper()
-	tables, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'secrets'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for tables.Next() {
-		var n string
-		_ = tables.Scan(&n)
-		names = append(names, n)
-	}
-	tables.Close()
-	var b strings.Builder
-	for _, n := range names {
-		rows, err := db.Query(`SELECT * FROM "` + n + `"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for rows.Next() {
-			_ = rows.Scan(ptrs...)
-			for _, v := range vals {
-				fmt.Fprintf(&b, "%s\t", v)
-			}
-			b.WriteByte('\n')
-		}
-		rows.Close()
-	}
-	return b.String()
+	return testkit.RowsOutsideVault(t, context.Background(), db)
 }
 
 // TestOAuthRevoke_ActorNamesWhoseGrant: on a `grants: caller` connector

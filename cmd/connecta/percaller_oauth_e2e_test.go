@@ -17,6 +17,7 @@ import (
 
 	"github.com/connecta-dev/connecta/console"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var (
@@ -128,7 +129,7 @@ func (p *person) connect(ctx context.Context, prov oidctest.AuthServer, id, acco
 func TestPerCallerOAuth_EndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	prov := oidctest.StartAuthServer(t, oidctest.Options{
 		Accounts: map[string]oidctest.Account{

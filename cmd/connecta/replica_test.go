@@ -318,6 +318,18 @@ func TestReplicas_KilledMidWriteLeavesNoCorruptRow(t *testing.T) {
 	t.Logf("%d handles minted on the killed replica; the last ones page whole on the other", n)
 }
 
+// slowReplicas starts PostgreSQL and two replicas on one database of it,
+// each with the connector slow (waitServer); it returns the database's URL.
+func slowReplicas(t *testing.T) (url string, a, b *serverProcess) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and two servers")
+	}
+	url = pgtest.Start(t).Database(t)
+	cfg := replicaConfig(url) + "  - id: slow\n    url: " + waitServer(t) + "\n"
+	return url, startServer(t, cfg), startServer(t, cfg)
+}
+
 // waitServer is an MCP server whose one tool, wait, blocks until its
 // request is cancelled (or a minute passes).
 func waitServer(t *testing.T) string {
@@ -362,13 +374,7 @@ func postRPC(ctx context.Context, addr, body string) (int, string, error) {
 // notifications/cancelled posted to B names a request running on A; the
 // one match across both replicas is found and A's call ends cancelled.
 func TestReplicas_CancelReachingTheOtherReplicaStillCancels(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL and two servers")
-	}
-	pg := pgtest.Start(t)
-	url := pg.Database(t)
-	cfg := replicaConfig(url) + "  - id: slow\n    url: " + waitServer(t) + "\n"
-	a, b := startServer(t, cfg), startServer(t, cfg)
+	_, a, b := slowReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -418,13 +424,7 @@ func TestReplicas_CancelReachingTheOtherReplicaStillCancels(t *testing.T) {
 // counts every replica's requests: the same (actor, id) running on A and on
 // B makes a cancel ambiguous, and neither is cancelled.
 func TestReplicas_SameRequestIDOnTwoReplicasIsAmbiguous(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL and two servers")
-	}
-	pg := pgtest.Start(t)
-	url := pg.Database(t)
-	cfg := replicaConfig(url) + "  - id: slow\n    url: " + waitServer(t) + "\n"
-	a, b := startServer(t, cfg), startServer(t, cfg)
+	url, a, b := slowReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, err := sql.Open("pgx", url)

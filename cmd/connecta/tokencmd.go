@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,28 +15,35 @@ import (
 	"github.com/connecta-dev/connecta/config"
 )
 
+// verbOf reads the verb a command's first argument names: ok when it is
+// one of verbs; otherwise it prints help to stdout for -h or --help (exit
+// 0) or the usage line to stderr (exit 2) and returns that code.
+func verbOf(args, verbs []string, help, usage string, stdout, stderr io.Writer) (verb string, code int, ok bool) {
+	switch {
+	case len(args) > 0 && slices.Contains(verbs, args[0]):
+		return args[0], 0, true
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "--help"):
+		fmt.Fprint(stdout, help)
+		return "", 0, false
+	default:
+		fmt.Fprintln(stderr, usage)
+		return "", 2, false
+	}
+}
+
 // cmdToken is `connecta token create NAME | list | rename ID NAME | revoke
 // ID --config FILE`: operator-issued access tokens, for deployments without
 // the console. The secret is printed once, by create; every change is an
 // audit record with actor cli:<user>. The config must have accessTokens and
 // a durable store.
 func cmdToken(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usageLine("token"))
-		return 2
+	c, _ := findCommand("token")
+	help := fmt.Sprintf("usage: connecta %s\n\n%s.\nThe secret is shown once, by create; only its SHA-256 digest is stored.\n", c.synopsis, c.summary)
+	verb, code, ok := verbOf(args, []string{"create", "list", "rename", "revoke"}, help, usageLine("token"), stdout, stderr)
+	if !ok {
+		return code
 	}
-	if args[0] == "-h" || args[0] == "--help" {
-		c, _ := findCommand("token")
-		fmt.Fprintf(stdout, "usage: connecta %s\n\n%s.\nThe secret is shown once, by create; only its SHA-256 digest is stored.\n", c.synopsis, c.summary)
-		return 0
-	}
-	verb := args[0]
-	want := map[string]int{"create": 1, "list": 0, "rename": 2, "revoke": 1}
-	n, known := want[verb]
-	if !known {
-		fmt.Fprintln(stderr, usageLine("token"))
-		return 2
-	}
+	n := map[string]int{"create": 1, "list": 0, "rename": 2, "revoke": 1}[verb] // positional arguments
 	rest, narrow, given, ok := connectorsFlag(args[1:])
 	if !ok || (given && verb != "create") {
 		fmt.Fprintln(stderr, usageLine("token"))

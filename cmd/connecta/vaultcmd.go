@@ -113,14 +113,10 @@ func cliActor() string {
 // cmdVault is `connecta vault reseal --config FILE`: every sealed value not
 // under vault.active is re-sealed under it.
 func cmdVault(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "reseal" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			c, _ := findCommand("vault")
-			fmt.Fprintf(stdout, "usage: connecta %s\n\n%s.\n", c.synopsis, c.summary)
-			return 0
-		}
-		fmt.Fprintln(stderr, usageLine("vault"))
-		return 2
+	c, _ := findCommand("vault")
+	help := fmt.Sprintf("usage: connecta %s\n\n%s.\n", c.synopsis, c.summary)
+	if _, code, ok := verbOf(args, []string{"reseal"}, help, usageLine("vault"), stdout, stderr); !ok {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
@@ -159,15 +155,10 @@ func cmdVault(args []string, stdout, stderr io.Writer) int {
 // dropped) and never echoes it.
 func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	usage := usageLine("credential") + "   (set reads the value from standard input)"
-	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, usage)
-			return 0
-		}
-		fmt.Fprintln(stderr, usage)
-		return 2
+	verb, code, ok := verbOf(args, []string{"set", "delete"}, usage+"\n", usage, stdout, stderr)
+	if !ok {
+		return code
 	}
-	verb := args[0]
 	rest, who, code := actorFlag("credential "+verb, args[1:], stderr)
 	if code != 0 {
 		return code

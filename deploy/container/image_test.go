@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -97,7 +96,7 @@ func TestImage_RunsProgramsAsOnTheHostAndStopsWithItsChildren(t *testing.T) {
 	hostPort, ctrPort := freePort(t), freePort(t)
 	host := exec.Command(hostBinary(t), "serve", "--config", config, "--listen", "127.0.0.1:"+itoa(hostPort))
 	host.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
-	var hostLog lockedBuffer
+	var hostLog testkit.Buffer
 	host.Stderr = &hostLog
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
@@ -232,23 +231,6 @@ func TestImage_WithoutAnyWritableCacheCompilesInMemory(t *testing.T) {
 	if strings.Contains(logs, `"level":"ERROR"`) {
 		t.Errorf("errors in the log:\n%s", logs)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A cache volume like a disk emptyDir (root's, 0777, no sticky bit) is

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/connecta-dev/connecta/test/pgtest"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // What podman kube play (Debian bookworm's podman 4.3) does not do as
@@ -199,12 +200,7 @@ func TestKubePlay_TwoPodsOnOnePostgresAcceptEachOthersIssuedTokens(t *testing.T)
 func postMCP(t *testing.T, addr, token string) int {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"image-test","version":"1"}}}`
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req := testkit.MCPRequest(t, "http://"+addr+"/mcp", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

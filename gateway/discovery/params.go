@@ -72,9 +72,7 @@ func (p *SearchParams) validate() *gateway.Error {
 	if p.Offset != nil && *p.Offset < 0 {
 		return invalidArgs(msgOffset)
 	}
-	switch p.IncludeSchemas {
-	case "", FormatCompact, FormatJSON:
-	default:
+	if !knownFormat(p.IncludeSchemas) {
 		return invalidArgs(msgSchemas)
 	}
 	return nil
@@ -159,9 +157,7 @@ func (p *DescribeParams) validate() *gateway.Error {
 	if len(p.Addresses) > MaxDescribeAddresses {
 		return invalidArgs(msgAddrCount)
 	}
-	switch p.Format {
-	case "", FormatCompact, FormatJSON:
-	default:
+	if !knownFormat(p.Format) {
 		return invalidArgs(msgFormat)
 	}
 	return nil
@@ -294,3 +290,7 @@ func jsStringOf(v json.RawMessage) string {
 	}
 	return string(t)
 }
+
+// knownFormat: a schema format search and describe accept ("" is the
+// default, compact).
+func knownFormat(f string) bool { return f == "" || f == FormatCompact || f == FormatJSON }

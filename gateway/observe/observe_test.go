@@ -7,19 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 var def = json.RawMessage(`{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`)
 
@@ -224,8 +214,8 @@ func TestS9_FailuresDiscardedSilently(t *testing.T) {
 }
 
 func TestS9_LRUAndExpiry(t *testing.T) {
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	o := New(Options{Entries: 3, Now: c.now})
+	c := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := New(Options{Entries: 3, Now: c.Now})
 	defs := make([]json.RawMessage, 5)
 	for i := range defs {
 		defs[i] = json.RawMessage(fmt.Sprintf(`{"name":"t%d"}`, i))
@@ -242,7 +232,7 @@ func TestS9_LRUAndExpiry(t *testing.T) {
 	if o.Schema(json.RawMessage(`{"name": "t0"}`)) != nil {
 		t.Fatal("changed definition shares an entry")
 	}
-	c.advance(DefaultTTL)
+	c.Advance(DefaultTTL)
 	if o.Schema(defs[0]) != nil {
 		t.Fatal("entry outlived 24 h")
 	}

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/render/*.golden from the current renderer")
@@ -46,20 +47,7 @@ func TestS1_CompactShapesGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := goldenText(raw)
-			golden := strings.TrimSuffix(in, ".json") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("missing golden (run go test -update): %v", err)
-			}
-			if !bytes.Equal([]byte(got), want) {
-				t.Errorf("render of %s changed:\n--- got\n%s--- want\n%s", name, got, want)
-			}
+			testkit.Golden(t, strings.TrimSuffix(in, ".json")+".golden", []byte(got), *update)
 		})
 	}
 }

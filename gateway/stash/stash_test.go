@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connecta-dev/connecta/actor"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 var laptop = actor.StaticToken("laptop")
@@ -40,19 +41,7 @@ func TestEntryIsUnknownToEveryOtherActor(t *testing.T) {
 	}
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func newClock() *testkit.Clock { return testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // readAll pages through handle from offset 0 and returns the concatenation.
 func readAll(t *testing.T, s Store, handle string, limit int) (string, int) {
@@ -136,7 +125,7 @@ func TestGetResult_UTF8Alignment(t *testing.T) {
 
 func TestGetResult_TypedErrors(t *testing.T) {
 	c := newClock()
-	m := NewMemory(Options{TTL: time.Minute, Now: c.now})
+	m := NewMemory(Options{TTL: time.Minute, Now: c.Now})
 	ctx := context.Background()
 	h, _ := m.Put(ctx, laptop, "data")
 
@@ -161,7 +150,7 @@ func TestGetResult_TypedErrors(t *testing.T) {
 		t.Fatalf("negative limit: %v", err)
 	}
 
-	c.advance(time.Minute)
+	c.Advance(time.Minute)
 	if _, err := m.Get(ctx, laptop, h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
 		t.Fatalf("expired handle: %v", err)
 	}
@@ -174,13 +163,13 @@ func TestGetResult_TypedErrors(t *testing.T) {
 
 func TestGetResult_TTLBeforeExpiry(t *testing.T) {
 	c := newClock()
-	m := NewMemory(Options{TTL: time.Minute, Now: c.now})
+	m := NewMemory(Options{TTL: time.Minute, Now: c.Now})
 	h, _ := m.Put(context.Background(), laptop, "data")
-	c.advance(time.Minute - time.Nanosecond)
+	c.Advance(time.Minute - time.Nanosecond)
 	if _, err := m.Get(context.Background(), laptop, h, 0, 10); err != nil {
 		t.Fatalf("entry gone before its TTL: %v", err)
 	}
-	c.advance(time.Nanosecond)
+	c.Advance(time.Nanosecond)
 	if _, err := m.Get(context.Background(), laptop, h, 0, 10); !errors.Is(err, ErrExpiredHandle) {
 		t.Fatalf("entry alive at its TTL: %v", err)
 	}

@@ -4,19 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/connecta-dev/connecta/test/testkit"
+)
 
 // Bounds of the validator's cost target: no schema of at most MaxSchemaBytes
 // with arguments of at most maxTargetArgs bytes costs more than 50 ms of CPU
@@ -163,7 +155,7 @@ func TestBudget_PathologicalCasesAreCutByCost(t *testing.T) {
 func BenchmarkPathological(b *testing.B) {
 	for _, tc := range pathologicalCases() {
 		b.Run(strings.NewReplacer(" ", "_", ",", "").Replace(tc.name), func(b *testing.B) {
-			before := cpuTime()
+			before := testkit.ProcessCPU()
 			for b.Loop() {
 				v := New(Options{})
 				_ = v.Evaluate(tc.schema, tc.args)
@@ -176,7 +168,7 @@ func BenchmarkPathological(b *testing.B) {
 // reportCPU reports the process CPU time per op since before: CPU, not wall
 // time, because the machine may be shared.
 func reportCPU(b *testing.B, before time.Duration) {
-	b.ReportMetric(float64(cpuTime()-before)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(testkit.ProcessCPU()-before)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
 // Patterns mean what ECMA-262 says, where RE2 spells it differently: \s

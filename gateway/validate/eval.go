@@ -184,6 +184,22 @@ func (e *evaluator) add(path *seg, code, expected string) {
 	}
 }
 
+// count checks a length against its declared bounds (-1: none), the
+// finding naming the bound's keyword and what is counted ("at least 2
+// items"); it reports whether the length is within them.
+func (e *evaluator) count(path *seg, count, lo, hi int, loKeyword, hiKeyword, what string) bool {
+	ok := true
+	if lo >= 0 && count < lo {
+		e.add(path, loKeyword, "at least "+strconv.Itoa(lo)+" "+what)
+		ok = false
+	}
+	if hi >= 0 && count > hi {
+		e.add(path, hiKeyword, "at most "+strconv.Itoa(hi)+" "+what)
+		ok = false
+	}
+	return ok
+}
+
 // tentative evaluates n against v and returns where its findings start, for
 // a caller that keeps them only on some outcomes.
 func (e *evaluator) tentative(n *node, v any, path *seg) (bool, annotations, int) {
@@ -261,11 +277,8 @@ func (e *evaluator) eval(n *node, v any, path *seg) (ok bool, ann annotations) {
 		if n.minLength >= 0 || n.maxLength >= 0 {
 			e.spend(costByte * len(val) / 8)
 			count := utf8.RuneCountInString(val)
-			if n.minLength >= 0 && count < n.minLength {
-				fail(path, "minLength", "at least "+strconv.Itoa(n.minLength)+" characters")
-			}
-			if n.maxLength >= 0 && count > n.maxLength {
-				fail(path, "maxLength", "at most "+strconv.Itoa(n.maxLength)+" characters")
+			if !e.count(path, count, n.minLength, n.maxLength, "minLength", "maxLength", "characters") {
+				ok = false
 			}
 		}
 		if n.pattern != nil {
@@ -471,12 +484,7 @@ func (e *evaluator) object(n *node, obj map[string]any, path *seg, ann *annotati
 			ok = false
 		}
 	}
-	if n.minProperties >= 0 && len(obj) < n.minProperties {
-		e.add(path, "minProperties", "at least "+strconv.Itoa(n.minProperties)+" properties")
-		ok = false
-	}
-	if n.maxProperties >= 0 && len(obj) > n.maxProperties {
-		e.add(path, "maxProperties", "at most "+strconv.Itoa(n.maxProperties)+" properties")
+	if !e.count(path, len(obj), n.minProperties, n.maxProperties, "minProperties", "maxProperties", "properties") {
 		ok = false
 	}
 	for _, prop := range n.dependentKeys {
@@ -564,12 +572,7 @@ func (e *evaluator) array(n *node, arr []any, path *seg, ann *annotations) bool 
 			ok = false
 		}
 	}
-	if n.minItems >= 0 && len(arr) < n.minItems {
-		e.add(path, "minItems", "at least "+strconv.Itoa(n.minItems)+" items")
-		ok = false
-	}
-	if n.maxItems >= 0 && len(arr) > n.maxItems {
-		e.add(path, "maxItems", "at most "+strconv.Itoa(n.maxItems)+" items")
+	if !e.count(path, len(arr), n.minItems, n.maxItems, "minItems", "maxItems", "items") {
 		ok = false
 	}
 	if n.uniqueItems && len(arr) > 1 {

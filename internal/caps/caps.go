@@ -27,19 +27,11 @@ import (
 // with some but without CAP_SETPCAP cannot shrink its bounding set and
 // clears the ambient and inheritable sets only.
 func DropForExec() error {
-	held, err := current()
-	if err != nil {
+	held, none, err := startDrop("", func(c int) error {
+		return unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+	})
+	if err != nil || none {
 		return err
-	}
-	if !held.any() {
-		return nil
-	}
-	if held.has(unix.CAP_SETPCAP) {
-		if err := dropBounding(func(c int) error {
-			return unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
-		}); err != nil {
-			return err
-		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("caps: PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
@@ -59,22 +51,14 @@ func DropForExec() error {
 // some in a cgo build, where Go cannot reach every thread, gets an error and
 // must not run.
 func DropAll() error {
-	held, err := current()
-	if err != nil {
-		return err
-	}
-	if !held.any() {
-		return nil
-	}
-	if held.has(unix.CAP_SETPCAP) {
-		if err := dropBounding(func(c int) error {
-			if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 {
-				return e
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("%w on every thread", err)
+	_, none, err := startDrop(" on every thread", func(c int) error {
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 {
+			return e
 		}
+		return nil
+	})
+	if err != nil || none {
+		return err
 	}
 	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 && e != unix.EINVAL {
 		return fmt.Errorf("caps: PR_CAP_AMBIENT_CLEAR_ALL on every thread: %w", e)
@@ -87,6 +71,26 @@ func DropAll() error {
 		return errors.New("caps: capabilities remain after dropping them")
 	}
 	return nil
+}
+
+// startDrop is where both drops begin: it reads the calling thread's sets
+// and, when they hold CAP_SETPCAP, empties the bounding set with drop. none
+// reports that nothing is held, so there is nothing to drop; where ends a
+// bounding-set error (" on every thread").
+func startDrop(where string, drop func(c int) error) (h held, none bool, err error) {
+	h, err = current()
+	if err != nil {
+		return h, false, err
+	}
+	if !h.any() {
+		return h, true, nil
+	}
+	if h.has(unix.CAP_SETPCAP) {
+		if err := dropBounding(drop); err != nil {
+			return h, false, fmt.Errorf("%w%s", err, where)
+		}
+	}
+	return h, false, nil
 }
 
 // dropBounding drops every capability the kernel knows from the bounding

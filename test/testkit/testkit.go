@@ -2,8 +2,14 @@
 // writing for themselves: a Buffer that a process's or a logger's writer
 // goroutine and the test may share; Eventually, a poll with a deadline and
 // a message for a condition another goroutine or process makes true (Poll
-// when the failure message needs what is known only at the deadline); and
-// GoroutinesAtMost, for goroutines that end after a Close returned.
+// when the failure message needs what is known only at the deadline);
+// GoroutinesAtMost, for goroutines that end after a Close returned; Clock,
+// a clock the test moves; Golden, a golden-file check; FreeAddr, a loopback
+// address to start a server on; MCPRequest, the POST an MCP client sends;
+// TSClientNode, the TypeScript client's node or a skip; RowsOutsideVault, a
+// store's rows outside the vault as text; ProcessCPU and ChildrenCPU, for
+// per-op CPU in benchmarks; and VersionedMCP, a downstream that speaks only
+// the protocol versions it is given and records what it is sent.
 // A wait on the clock itself (a TTL, a backoff) is testing/synctest's
 // where no real process or network is involved, not a poll.
 // It imports nothing of ours.
@@ -12,6 +18,9 @@ package testkit
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"runtime"
 	"sync"
 	"testing"
@@ -63,6 +72,34 @@ func Poll(within time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(PollInterval)
 	}
+}
+
+// FreeAddr is a loopback host:port nothing listens on (it was free a moment
+// ago: a server the test starts there takes it).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// MCPRequest is the POST an MCP client makes to a streamable HTTP endpoint
+// (url names it, /mcp included): a JSON body, a JSON or event-stream answer
+// accepted. The test adds its own headers (Authorization, Origin, …) and
+// sends it.
+func MCPRequest(t testing.TB, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req
 }
 
 // GoroutinesAtMost waits until at most n goroutines run — what a Close

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // requireJaeger makes a missing Jaeger binary a failure (CI).
@@ -98,7 +100,7 @@ func newJaeger(t testing.TB) backend {
 			t.Logf("jaeger log:\n%s", out)
 		}
 	})
-	ready := waitFor(60*time.Second, func() bool {
+	ready := testkit.Poll(60*time.Second, func() bool {
 		select {
 		case <-j.done:
 			return true
@@ -147,7 +149,7 @@ func (j *jaeger) trace(t testing.TB, traceID string, want int) []span {
 	t.Helper()
 	var out []span
 	var lastErr error
-	waitFor(20*time.Second, func() bool {
+	testkit.Poll(20*time.Second, func() bool {
 		out, lastErr = j.read(traceID)
 		return lastErr == nil && len(out) >= want
 	})
@@ -163,7 +165,7 @@ func (j *jaeger) named(t testing.TB, name string, want int) []span {
 	t.Helper()
 	var out []span
 	var lastErr error
-	waitFor(20*time.Second, func() bool {
+	testkit.Poll(20*time.Second, func() bool {
 		var all []span
 		all, lastErr = j.get(fmt.Sprintf("http://127.0.0.1:%d/api/traces?service=connecta-test&operation=%s&limit=100", j.query, url.QueryEscape(name)))
 		out = out[:0]

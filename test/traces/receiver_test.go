@@ -15,6 +15,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // backend is where the live connecta exports to and the trace is read
@@ -98,7 +100,7 @@ func (r *receiver) stop() { r.srv.Close() }
 
 func (r *receiver) trace(t testing.TB, traceID string, want int) []span {
 	var out []span
-	waitFor(10*time.Second, func() bool {
+	testkit.Poll(10*time.Second, func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		out = append([]span(nil), r.spans[traceID]...)
@@ -109,7 +111,7 @@ func (r *receiver) trace(t testing.TB, traceID string, want int) []span {
 
 func (r *receiver) named(t testing.TB, name string, want int) []span {
 	var out []span
-	waitFor(10*time.Second, func() bool {
+	testkit.Poll(10*time.Second, func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		out = out[:0]

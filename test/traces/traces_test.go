@@ -24,7 +24,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -426,21 +425,6 @@ func dump(spans []span) string {
 		fmt.Fprintf(&b, "\n  %s id=%s parent=%s", s.Name, s.ID, s.Parent)
 	}
 	return b.String()
-}
-
-// waitFor polls cond until it holds or the bound passes (the backend
-// ingests asynchronously).
-func waitFor(bound time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(bound)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // searchSpans finds a search_tools request's span and its discovery span
