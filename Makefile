@@ -85,10 +85,10 @@ test-deps:
 	@test/setup.sh
 
 # test-race: the concurrent packages under the race detector. A race build
-# runs the sandbox child without its seccomp filter (sandbox/relax_race.go:
+# runs the sandbox child without its seccomp filter (internal/sandbox/relax_race.go:
 # the detector needs syscalls the allow-list refuses), so hardening itself is
 # proven by the normal build's tests, not these.
-RACE_PKGS ?= ./supervisor/... ./server/... ./gateway/... ./contract/... ./internal/...
+RACE_PKGS ?= ./internal/supervisor/... ./internal/server/... ./internal/gateway/... ./internal/contract/... ./internal/admission/... ./internal/caps/... ./internal/childbin/... ./internal/jcs/... ./internal/layers/... ./internal/privdir/... ./internal/required/... ./internal/secheader/...
 test-race: child
 	$(GO) test -race -short -tags $(GOTAGS) $(RACE_PKGS)
 
@@ -143,18 +143,18 @@ bench: build
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./...
 
-# wasm: rebuild the engine (quickjs.wasm/build.sh; needs the Debian toolchain
+# wasm: rebuild the engine (internal/quickjs.wasm/build.sh; needs the Debian toolchain
 # that .ci/run installs) and refresh the committed quickjs.wasm + .sha256.
 wasm:
-	quickjs.wasm/build.sh quickjs.wasm/quickjs.wasm
+	internal/quickjs.wasm/build.sh internal/quickjs.wasm/quickjs.wasm
 
 # wasm-verify: rebuild from scratch in a temp dir and compare with the
 # committed checksum; a difference is toolchain drift, not a test failure.
 wasm-verify:
-	@quickjs.wasm/build.sh --versions
+	@internal/quickjs.wasm/build.sh --versions
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	quickjs.wasm/build.sh "$$tmp/quickjs.wasm" && \
-	want=$$(cut -d' ' -f1 quickjs.wasm/quickjs.wasm.sha256) && \
+	internal/quickjs.wasm/build.sh "$$tmp/quickjs.wasm" && \
+	want=$$(cut -d' ' -f1 internal/quickjs.wasm/quickjs.wasm.sha256) && \
 	got=$$(cut -d' ' -f1 "$$tmp/quickjs.wasm.sha256") && \
 	if [ "$$want" != "$$got" ]; then \
 		echo "toolchain drift: rebuilt quickjs.wasm is $$got, committed quickjs.wasm.sha256 is $$want" >&2; exit 1; \
@@ -209,7 +209,7 @@ everything:
 	npm ci --prefix $(EVERYTHING_DIR) --no-audit --no-fund
 
 # tsclient: install the pinned official TypeScript MCP client
-# (@modelcontextprotocol/sdk, package-lock.json) that server/tsclient_test.go
+# (@modelcontextprotocol/sdk, package-lock.json) that internal/server/tsclient_test.go
 # drives against connecta: cancellation by AbortSignal, progress, byte-exact
 # replies. Needs node >= 18 and npm.
 TSCLIENT_DIR := test/tsclient/testdata
@@ -311,4 +311,4 @@ console-demo: build
 # oidc-provider) and save a PNG of each page into docs/console/. Not run by CI.
 screenshots:
 	mkdir -p docs/console
-	CONNECTA_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run TestBrowser_OperatorConsole ./console/
+	CONNECTA_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run TestBrowser_OperatorConsole ./internal/console/

@@ -17,7 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/config"
 )
 
 func TestExampleConfig_LoadsWithTheRealLoader(t *testing.T) {
@@ -258,16 +258,16 @@ func TestUnit_SyscallFilterToleratesTheSandbox(t *testing.T) {
 }
 
 // childAllowList reads the sandbox child's seccomp allow-list from its source
-// (sandbox/harden.go), so that a syscall added there is checked here too.
+// (internal/sandbox/harden.go), so that a syscall added there is checked here too.
 func childAllowList(t *testing.T) []string {
-	src, err := os.ReadFile(filepath.Join("..", "sandbox", "harden.go"))
+	src, err := os.ReadFile(filepath.Join("..", "internal", "sandbox", "harden.go"))
 	if err != nil {
 		t.Logf("sandbox allow-list not found: %v", err)
 		return nil
 	}
 	block := regexp.MustCompile(`(?s)var allowedSyscalls = \[\]string\{(.*?)\n\}`).FindSubmatch(src)
 	if block == nil {
-		t.Log("sandbox allow-list not found in sandbox/harden.go")
+		t.Log("sandbox allow-list not found in internal/sandbox/harden.go")
 		return nil
 	}
 	var names []string
@@ -346,7 +346,7 @@ func TestPrometheus_FilesParseAndNameExportedMetrics(t *testing.T) {
 func exportedMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	re := regexp.MustCompile(`(?:Name:\s*|NewDesc\()"(connecta_[a-z_]+)"`)
-	for _, dir := range []string{"../supervisor", "../server", "../gateway", "../gateway/activity", "../contract", "../store", "../oauth"} {
+	for _, dir := range []string{"../internal/supervisor", "../internal/server", "../internal/gateway", "../internal/gateway/activity", "../internal/contract", "../internal/store", "../internal/oauth"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -20,8 +20,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/demo"
-	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/internal/demo"
+	"github.com/connecta-dev/connecta/internal/supervisor"
 )
 
 // Programs the bench runs beyond 1plus1 and fivecall.

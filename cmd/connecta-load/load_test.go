@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/sandbox"
 	"github.com/connecta-dev/connecta/test/testkit"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/gateway"
 )
 
 const catalogUsage = "usage: connecta catalog diff|approve CONNECTOR [TOOL…] --config FILE [--credentials-dir DIR]   (diff: what is not approved, field by field; approve: no TOOL approves every pending one)"

@@ -13,10 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/gateway"
+	"github.com/connecta-dev/connecta/internal/store"
 )
 
 // doctorTimeout bounds each doctor probe (docs/meta-tools.md §14: 10 s).

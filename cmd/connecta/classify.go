@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/gateway"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/gateway"
 )
 
 // checkListTimeout bounds the catalog listing `check` does to verify

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/connecta-dev/connecta/sandbox"
-	"github.com/connecta-dev/connecta/stdioshim"
+	"github.com/connecta-dev/connecta/internal/sandbox"
+	"github.com/connecta-dev/connecta/internal/stdioshim"
 )
 
 func main() {

@@ -15,11 +15,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/config"
 	"github.com/connecta-dev/connecta/internal/childbin"
-	"github.com/connecta-dev/connecta/sandbox"
-	"github.com/connecta-dev/connecta/stdioshim"
-	"github.com/connecta-dev/connecta/supervisor"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/sandbox"
+	"github.com/connecta-dev/connecta/internal/stdioshim"
+	"github.com/connecta-dev/connecta/internal/supervisor"
 	"github.com/connecta-dev/connecta/test/testkit"
 )
 

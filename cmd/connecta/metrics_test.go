@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/config"
 	"github.com/connecta-dev/connecta/test/testkit"
 )
 

@@ -6,8 +6,8 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
 )
 
 // cmdOAuth is `connecta oauth revoke CONNECTOR --config FILE`: it revokes

@@ -19,9 +19,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/oauth"
-	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/oauth"
+	"github.com/connecta-dev/connecta/internal/store"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/pgtest"
 	"github.com/connecta-dev/connecta/test/testkit"

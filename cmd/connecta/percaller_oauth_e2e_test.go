@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connecta-dev/connecta/console"
+	"github.com/connecta-dev/connecta/internal/console"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 	"github.com/connecta-dev/connecta/test/testkit"
 )

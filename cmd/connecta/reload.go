@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/connecta-dev/connecta/app"
+	"github.com/connecta-dev/connecta/internal/app"
 )
 
 // reloadSource is where SIGHUP re-reads the configuration from, with the

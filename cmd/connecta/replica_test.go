@@ -17,10 +17,10 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/connecta-dev/connecta/store"
+	"github.com/connecta-dev/connecta/internal/store"
+	"github.com/connecta-dev/connecta/internal/vault"
 	"github.com/connecta-dev/connecta/test/pgtest"
 	"github.com/connecta-dev/connecta/test/testkit"
-	"github.com/connecta-dev/connecta/vault"
 )
 
 // replicaConfig is two replicas' shared configuration: one PostgreSQL, one

@@ -5,7 +5,7 @@ import (
 	"math"
 	"runtime/debug"
 
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/config"
 )
 
 // applyRuntime sets the serving process's GC target and memory limit from

@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/config"
 )
 
 // runtime.* overrides GOGC / GOMEMLIMIT when the key is in the file; an

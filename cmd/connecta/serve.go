@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/oauth"
-	"github.com/connecta-dev/connecta/server"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/oauth"
+	"github.com/connecta-dev/connecta/internal/server"
 )
 
 // Operational constants of the binary.

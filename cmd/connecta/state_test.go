@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
 )
 
 // TestState_NoStoreSectionWarnsEmbeddedDefaultDoesNot: a file without

@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/connecta-dev/connecta/accesstoken"
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
+	"github.com/connecta-dev/connecta/internal/accesstoken"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
 )
 
 // verbOf reads the verb a command's first argument names: ok when it is

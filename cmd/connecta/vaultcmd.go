@@ -6,17 +6,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/connecta-dev/connecta/actor"
+	"github.com/connecta-dev/connecta/internal/actor"
 	"io"
 	"log/slog"
 	"os/user"
 	"strings"
 	"time"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/store"
-	"github.com/connecta-dev/connecta/vault"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/store"
+	"github.com/connecta-dev/connecta/internal/vault"
 )
 
 // maxCredentialBytes bounds a credential read from standard input: the

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connecta-dev/connecta/store"
-	"github.com/connecta-dev/connecta/vault"
+	"github.com/connecta-dev/connecta/internal/store"
+	"github.com/connecta-dev/connecta/internal/vault"
 )
 
 func runCLIStdin(stdin string, args ...string) (int, string, string) {

@@ -13,11 +13,11 @@ import (
 var (
 	childAllowed = []string{
 		"github.com/connecta-dev/connecta/cmd/sandbox-child",
-		"github.com/connecta-dev/connecta/sandbox",
-		"github.com/connecta-dev/connecta/guest",
-		"github.com/connecta-dev/connecta/ipc",
-		"github.com/connecta-dev/connecta/jstext",
-		"github.com/connecta-dev/connecta/quickjs.wasm",
+		"github.com/connecta-dev/connecta/internal/sandbox",
+		"github.com/connecta-dev/connecta/internal/guest",
+		"github.com/connecta-dev/connecta/internal/ipc",
+		"github.com/connecta-dev/connecta/internal/jstext",
+		"github.com/connecta-dev/connecta/internal/quickjs.wasm",
 		"github.com/connecta-dev/connecta/internal/caps", // read and drop capability sets (x/sys only); the parent's forking thread uses it too
 		"github.com/tetratelabs/wazero",
 		"github.com/elastic/go-seccomp-bpf",
@@ -77,7 +77,7 @@ func TestChildLinksOnlyTheSandboxSide(t *testing.T) {
 // The allowlist refuses what it is for: the parent's packages and libraries.
 func TestChildAllowlistRefusesTheParentsDependencies(t *testing.T) {
 	for _, p := range []string{
-		"github.com/connecta-dev/connecta/supervisor", "github.com/connecta-dev/connecta/app",
+		"github.com/connecta-dev/connecta/internal/supervisor", "github.com/connecta-dev/connecta/internal/app",
 		"github.com/connecta-dev/connecta/internal/childbin",
 		"github.com/modelcontextprotocol/go-sdk/mcp", "github.com/jackc/pgx/v5", "github.com/ncruces/go-sqlite3",
 		"github.com/prometheus/client_golang/prometheus", "gopkg.in/yaml.v3", "golang.org/x/oauth2",

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connecta-dev/connecta/ipc"
+	"github.com/connecta-dev/connecta/internal/ipc"
 )
 
 // The package-init budget of the slim child: every sandbox child runs all

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/connecta-dev/connecta/sandbox"
+	"github.com/connecta-dev/connecta/internal/sandbox"
 )
 
 func main() {

@@ -30,24 +30,24 @@ type Layer struct {
 var Layers = []Layer{
 	{"commands", []string{"cmd/..."}},
 	{"test helpers", []string{"test/...", "deploy/container"}}, // deploy/container: the image tests
-	{"wiring", []string{"app"}},
-	{"front doors", []string{"server", "console"}},
-	{"access", []string{"access"}},
-	{"guest API, host side", []string{"contract"}},
-	{"gateway", []string{"gateway", "gateway/...", "demo"}},
-	{"pool", []string{"supervisor"}},
-	{"auth and state", []string{"inbound", "accesstoken", "oauth", "oauth/...", "vault", "store", "store/...", "config"}},
-	{"child entry", []string{"sandbox"}},
-	{"engine and wire", []string{"guest", "ipc", "quickjs.wasm"}},
-	{"leaves", []string{"jstext", "actor", "internal/...", "gateway/schemaref", "gateway/rawmcp", "stdioshim", "deploy", "telemetry"}},
+	{"wiring", []string{"internal/app"}},
+	{"front doors", []string{"internal/server", "internal/console"}},
+	{"access", []string{"internal/access"}},
+	{"guest API, host side", []string{"internal/contract"}},
+	{"gateway", []string{"internal/gateway", "internal/gateway/...", "internal/demo"}},
+	{"pool", []string{"internal/supervisor"}},
+	{"auth and state", []string{"internal/inbound", "internal/accesstoken", "internal/oauth", "internal/oauth/...", "internal/vault", "internal/store", "internal/store/...", "internal/config"}},
+	{"child entry", []string{"internal/sandbox"}},
+	{"engine and wire", []string{"internal/guest", "internal/ipc", "internal/quickjs.wasm"}},
+	{"leaves", []string{"internal/jstext", "internal/actor", "internal/admission", "internal/caps", "internal/childbin", "internal/jcs", "internal/layers", "internal/privdir", "internal/required", "internal/secheader", "internal/gateway/schemaref", "internal/gateway/rawmcp", "internal/stdioshim", "deploy", "internal/telemetry"}},
 }
 
 // ChildOnly are the sandbox side's entry and engine, and who may import them.
 var ChildOnly = map[string][]string{
-	"sandbox": {"cmd/sandbox-child", "cmd/connecta"},
-	"guest":   {"sandbox"},
+	"internal/sandbox": {"cmd/sandbox-child", "cmd/connecta"},
+	"internal/guest":   {"internal/sandbox"},
 }
 
 // ChildSide is everything of ours the child links (cmd/sandbox-child's
 // deps_test.go holds the rest of its allowlist).
-var ChildSide = []string{"sandbox", "guest", "ipc", "internal/caps", "jstext", "quickjs.wasm"}
+var ChildSide = []string{"internal/sandbox", "internal/guest", "internal/ipc", "internal/caps", "internal/jstext", "internal/quickjs.wasm"}

@@ -125,28 +125,28 @@ func TestImports_KeepTheLayers(t *testing.T) {
 }
 
 // Each rule refuses the edge it is for (a made-up graph), and the most
-// specific layer entry wins (gateway/schemaref is a leaf, not gateway).
+// specific layer entry wins (internal/gateway/schemaref is a leaf, not gateway).
 func TestImports_EachRuleRefusesItsEdge(t *testing.T) {
-	if Layers[layerOf("gateway/schemaref")].Name != "leaves" || Layers[layerOf("gateway/discovery")].Name != "gateway" ||
+	if Layers[layerOf("internal/gateway/schemaref")].Name != "leaves" || Layers[layerOf("internal/gateway/discovery")].Name != "gateway" ||
 		Layers[layerOf("cmd/connecta-load/hello")].Name != "commands" || layerOf("nowhere") != -1 {
 		t.Fatal("layerOf does not pick the most specific entry")
 	}
 	for _, tc := range []struct {
 		pkg, imp, want string
 	}{
-		{"gateway", "server", "above it"},
-		{"supervisor", "sandbox", "which only"},
-		{"contract", "guest", "which only"},
-		{"guest", "config", "the child's side"},
-		{"jstext", "actor", "is a leaf"},
-		{"newpkg", "jstext", "in no layer"},
+		{"internal/gateway", "internal/server", "above it"},
+		{"internal/supervisor", "internal/sandbox", "which only"},
+		{"internal/contract", "internal/guest", "which only"},
+		{"internal/guest", "internal/config", "the child's side"},
+		{"internal/jstext", "internal/actor", "is a leaf"},
+		{"newpkg", "internal/jstext", "in no layer"},
 	} {
 		v := violations(map[string][]string{tc.pkg: {tc.imp}})
 		if !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, tc.want) }) {
 			t.Errorf("%s → %s: %q, want a violation saying %q", tc.pkg, tc.imp, v, tc.want)
 		}
 	}
-	if v := violations(map[string][]string{"cmd/connecta": {"sandbox"}, "sandbox": {"guest"}, "server": {"gateway"}}); len(v) != 0 {
+	if v := violations(map[string][]string{"cmd/connecta": {"internal/sandbox"}, "internal/sandbox": {"internal/guest"}, "internal/server": {"internal/gateway"}}); len(v) != 0 {
 		t.Errorf("allowed edges refused: %q", v)
 	}
 }

@@ -25,12 +25,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connecta-dev/connecta/gateway"
-	"github.com/connecta-dev/connecta/gateway/activity"
-	"github.com/connecta-dev/connecta/gateway/discovery"
-	"github.com/connecta-dev/connecta/gateway/observe"
-	"github.com/connecta-dev/connecta/gateway/validate"
-	"github.com/connecta-dev/connecta/stdioshim"
+	"github.com/connecta-dev/connecta/internal/gateway"
+	"github.com/connecta-dev/connecta/internal/gateway/activity"
+	"github.com/connecta-dev/connecta/internal/gateway/discovery"
+	"github.com/connecta-dev/connecta/internal/gateway/observe"
+	"github.com/connecta-dev/connecta/internal/gateway/validate"
+	"github.com/connecta-dev/connecta/internal/stdioshim"
 )
 
 const (

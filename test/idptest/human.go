@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/connecta-dev/connecta/jstext"
+	"github.com/connecta-dev/connecta/internal/jstext"
 )
 
 var formAction = regexp.MustCompile(`action="(/interaction/[^"]+/(login|confirm|abort))"`)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/internal/contract"
 )
 
 // BenchmarkTracing_ExecuteCode: one execute_code of three host calls to a

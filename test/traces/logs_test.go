@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/contract"
+	"github.com/connecta-dev/connecta/internal/contract"
 	"github.com/connecta-dev/connecta/test/testkit"
 )
 

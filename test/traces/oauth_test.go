@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connecta-dev/connecta/oauth"
+	"github.com/connecta-dev/connecta/internal/oauth"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
 )
 

@@ -29,12 +29,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/connecta-dev/connecta/app"
-	"github.com/connecta-dev/connecta/config"
-	"github.com/connecta-dev/connecta/contract"
-	"github.com/connecta-dev/connecta/oauth"
-	"github.com/connecta-dev/connecta/sandbox"
-	"github.com/connecta-dev/connecta/stdioshim"
+	"github.com/connecta-dev/connecta/internal/app"
+	"github.com/connecta-dev/connecta/internal/config"
+	"github.com/connecta-dev/connecta/internal/contract"
+	"github.com/connecta-dev/connecta/internal/oauth"
+	"github.com/connecta-dev/connecta/internal/sandbox"
+	"github.com/connecta-dev/connecta/internal/stdioshim"
 )
 
 func TestMain(m *testing.M) {

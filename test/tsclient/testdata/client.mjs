@@ -1,5 +1,5 @@
 // client.mjs — the official TypeScript MCP client (pinned in package-lock.json)
-// as a user runs it against connecta; server/tsclient_test.go drives it.
+// as a user runs it against connecta; internal/server/tsclient_test.go drives it.
 //
 //   node client.mjs <scenario> <url>
 //

@@ -1,6 +1,0 @@
-package discovery
-
-import "github.com/connecta-dev/connecta/gateway"
-
-// The gateway's registry is the CatalogReader this package declares.
-var _ CatalogReader = (*gateway.Gateway)(nil)
