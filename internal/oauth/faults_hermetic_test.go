@@ -319,6 +319,18 @@ func leftCallback(t *testing.T, ctx context.Context) (r *rig, held *idptest.Held
 	return r, held, browser, back
 }
 
+// signedInOnce fails the test unless a call works on the grant without a
+// new sign-in and the audit shows one: one grant, no failed exchange.
+func signedInOnce(t *testing.T, ctx context.Context, r *rig, when string) {
+	t.Helper()
+	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
+		t.Fatalf("a call %s: %q %v", when, got, err)
+	}
+	if r.audited("granted") != 1 || r.audited("flow_failed") != 0 {
+		t.Fatalf("audits %s: granted %d, flow_failed %d; want 1, 0 (one exchange)", when, r.audited("granted"), r.audited("flow_failed"))
+	}
+}
+
 // A callback whose browser leaves while the code is being exchanged is not
 // lost. The authorization server has spent the code (one use only) and
 // issues the tokens to a connection nobody reads; the exchange and sealing
@@ -339,12 +351,7 @@ func TestCallback_BrowserLeavingMidExchangeStillStoresTheGrant(t *testing.T) {
 		ok, err := r.m.Granted(ctx, "tracker", actor.ID{})
 		return ok && err == nil
 	}, "no grant stored after the exchange its browser left")
-	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
-		t.Fatalf("a call after the sign-in its browser left: %q %v", got, err)
-	}
-	if r.audited("granted") != 1 || r.audited("flow_failed") != 0 {
-		t.Fatalf("audits granted %d, flow_failed %d; want 1, 0", r.audited("granted"), r.audited("flow_failed"))
-	}
+	signedInOnce(t, ctx, r, "after the sign-in its browser left")
 }
 
 // The flow stays single use when a browser retries its callback. A reload
@@ -371,12 +378,7 @@ func TestCallback_RetriedTakesTheFlowOnce(t *testing.T) {
 	if status, text := get(t, browser, back); status != http.StatusBadRequest || !strings.Contains(text, "already used") {
 		t.Fatalf("a retry after the exchange: %d %s", status, text)
 	}
-	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
-		t.Fatalf("a call after the retries: %q %v", got, err)
-	}
-	if r.audited("granted") != 1 || r.audited("flow_failed") != 0 {
-		t.Fatalf("audits granted %d, flow_failed %d; want 1, 0 (one exchange)", r.audited("granted"), r.audited("flow_failed"))
-	}
+	signedInOnce(t, ctx, r, "after the retries")
 }
 
 // Close waits for a callback's exchange in flight, so the grant for a
