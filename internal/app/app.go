@@ -262,9 +262,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 // Close releases everything: the executor first (in-flight programs end
 // executor_closed) unless it was given in Options, then connectors, then
-// the OAuth refreshes in flight (a rotated token reaches the store), then
-// the activity (its queued events reach the store), then the store. Call
-// it once.
+// the OAuth refreshes and callbacks in flight (a rotated token, the grant
+// for a spent code reach the store), then the activity (its queued events
+// reach the store), then the store. Call it once.
 func (a *App) Close() {
 	if a.Pool != nil && a.ownsPool {
 		_ = a.Pool.Close()

@@ -3,7 +3,9 @@ package oauth_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/connecta-dev/connecta/internal/oauth"
 	"github.com/connecta-dev/connecta/test/idptest"
 	oidctest "github.com/connecta-dev/connecta/test/oidc"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // These tests need the hermetic server's fault switches, so they run on it
@@ -189,14 +192,14 @@ func TestRefresh_ConcurrentCallersShareOneRefresh(t *testing.T) {
 }
 
 // A refresh the authorization server does not answer within the refresh's
-// own bound (RefreshTimeout, shortened here) fails unavailable and keeps
+// own bound (TokenRequestTimeout, shortened here) fails unavailable and keeps
 // the grant: the server never served it, so its refresh token is unspent,
 // and the next call refreshes and works.
 func TestRefresh_UnansweredWithinItsBoundKeepsTheGrant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r, p := hermeticRig(t, ctx)
-	oauth.SetRefreshTimeout(r.m, 200*time.Millisecond)
+	oauth.SetTokenRequestTimeout(r.m, 200*time.Millisecond)
 	r.clk.advance(10 * time.Minute)
 	held := p.Hold(t)
 	var oe *oauth.Error
@@ -234,5 +237,176 @@ func TestClose_WaitsForTheRefreshInFlight(t *testing.T) {
 	var oe *oauth.Error
 	if err := <-callTracker(r, ctx); !errors.As(err, &oe) || oe.Code != oauth.CodeUnavailable || !strings.Contains(oe.Message, "shutting down") {
 		t.Fatalf("a refresh after Close: %v, want unavailable (shutting down)", err)
+	}
+}
+
+// audited counts the rig's audit records of the action.
+func (r *rig) audited(action string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.audits {
+		if a.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// page is what a browser got for a callback: its status and text, or the
+// error of a request that did not finish.
+type page struct {
+	status int
+	text   string
+	err    error
+}
+
+// openCallback is the browser loading the callback URL u on ctx; the page
+// arrives on the channel.
+func openCallback(ctx context.Context, browser *http.Client, u string) <-chan page {
+	done := make(chan page, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		res, err := browser.Do(req)
+		if err != nil {
+			done <- page{err: err}
+			return
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		done <- page{status: res.StatusCode, text: string(body), err: err}
+	}()
+	return done
+}
+
+// heldCallback is a hermetic rig with no grant whose flow a person has
+// approved at the authorization server, on a token endpoint held
+// (HoldServing): the callback's code exchange waits there. back is the
+// callback URL the browser was sent to.
+func heldCallback(t *testing.T, ctx context.Context) (r *rig, held *idptest.Held, browser *http.Client, back string) {
+	t.Helper()
+	p := idptest.StartServer(t, idptest.ServerOptions{})
+	r = newRigFor(t, p, oidctest.NewProtectedServer(t, p), nil)
+	st, err := r.m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "laptop"})
+	if err != nil {
+		t.Fatalf("Authorize: %v", err)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser = &http.Client{Jar: jar}
+	u, aerr := p.Authorize(ctx, browser, st.AuthorizationURL, "alice", true)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	return r, p.HoldServing(t), browser, u.String()
+}
+
+// leftCallback is heldCallback with a browser that left (a closed tab, a
+// dropped network) while its code exchange waited at the token endpoint;
+// it returns once connecta's handler has ended, so the request's
+// cancellation has reached connecta before the test releases the server.
+func leftCallback(t *testing.T, ctx context.Context) (r *rig, held *idptest.Held, browser *http.Client, back string) {
+	t.Helper()
+	r, held, browser, back = heldCallback(t, ctx)
+	browserCtx, leave := context.WithCancel(ctx)
+	done := openCallback(browserCtx, browser, back)
+	waitFor(t, ctx, held.Arrived, "the code exchange at the token endpoint")
+	leave()
+	if pg := <-done; !errors.Is(pg.err, context.Canceled) {
+		t.Fatalf("the browser that left: %d %q %v, want its context's error", pg.status, pg.text, pg.err)
+	}
+	waitFor(t, ctx, r.callbackStarted, "connecta's callback handler")
+	waitFor(t, ctx, r.callbackEnded, "connecta's callback handler ending after the browser left")
+	return r, held, browser, back
+}
+
+// signedInOnce fails the test unless a call works on the grant without a
+// new sign-in and the audit shows one: one grant, no failed exchange.
+func signedInOnce(t *testing.T, ctx context.Context, r *rig, when string) {
+	t.Helper()
+	if got, err := r.whoami(ctx); err != nil || !strings.Contains(got, "subject=alice") {
+		t.Fatalf("a call %s: %q %v", when, got, err)
+	}
+	if r.audited("granted") != 1 || r.audited("flow_failed") != 0 {
+		t.Fatalf("audits %s: granted %d, flow_failed %d; want 1, 0 (one exchange)", when, r.audited("granted"), r.audited("flow_failed"))
+	}
+}
+
+// A callback whose browser leaves while the code is being exchanged is not
+// lost. The authorization server has spent the code (one use only) and
+// issues the tokens to a connection nobody reads; the exchange and sealing
+// the grant run detached from the browser's request, so the grant is
+// stored anyway and a call works without a new sign-in.
+func TestCallback_BrowserLeavingMidExchangeStillStoresTheGrant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, held, _, _ := leftCallback(t, ctx)
+	held.Release()
+	waitFor(t, ctx, held.Served, "the held code exchange answered") // the code is spent
+	select {
+	case <-held.Abandoned:
+		t.Fatal("connecta gave up its token request when the browser left")
+	default:
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		ok, err := r.m.Granted(ctx, "tracker", actor.ID{})
+		return ok && err == nil
+	}, "no grant stored after the exchange its browser left")
+	signedInOnce(t, ctx, r, "after the sign-in its browser left")
+}
+
+// The flow stays single use when a browser retries its callback. A reload
+// while the code exchange runs (the first request cancelled, the same URL
+// asked again) waits for that exchange and gets its page, or, arriving
+// after it, the already-used page; a retry once it is done gets the
+// already-used page. Either way the state is taken and the code (with the
+// PKCE verifier) sent once: one grant, no second exchange — which the
+// server would refuse, revoking the tokens the code bought.
+func TestCallback_RetriedTakesTheFlowOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, held, browser, back := leftCallback(t, ctx)
+	reload := openCallback(ctx, browser, back)
+	waitFor(t, ctx, r.callbackStarted, "the reload at connecta")
+	held.Release()
+	pg := <-reload
+	joined := pg.status == http.StatusOK && strings.Contains(pg.text, "Connected Tracker")
+	if !joined && (pg.status != http.StatusBadRequest || !strings.Contains(pg.text, "already used")) {
+		t.Fatalf("the reload during the exchange: %d %q %v, want the exchange's page or already used", pg.status, pg.text, pg.err)
+	}
+	t.Logf("the reload during the exchange waited for it: %v", joined)
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.audited("granted") == 1 }, "no grant audited")
+	if status, text := get(t, browser, back); status != http.StatusBadRequest || !strings.Contains(text, "already used") {
+		t.Fatalf("a retry after the exchange: %d %s", status, text)
+	}
+	signedInOnce(t, ctx, r, "after the retries")
+}
+
+// Close waits for a callback's exchange in flight, so the grant for a
+// spent code is stored before the store goes. A callback arriving after
+// Close takes nothing: it answers 503 and leaves the flow for the link to
+// be opened again on a running replica.
+func TestClose_WaitsForTheCallbackInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, held, _, _ := leftCallback(t, ctx)
+	closed := make(chan struct{})
+	go func() { r.m.Close(); close(closed) }()
+	held.Release()
+	waitFor(t, ctx, closed, "Close")
+	if ok, err := r.m.Granted(ctx, "tracker", actor.ID{}); !ok || err != nil {
+		t.Fatalf("the grant when Close returned: %v %v, want stored (Close waits for the callback)", ok, err)
+	}
+	st, err := r.m.Authorize(ctx, "tracker", true, oauth.Caller{Actor: "op", Operator: true})
+	if err != nil {
+		t.Fatalf("a flow after Close: %v", err)
+	}
+	if status, text := r.deliver(t, ctx, st.AuthorizationURL, true); status != http.StatusServiceUnavailable || !strings.Contains(text, "shutting down") {
+		t.Fatalf("a callback after Close: %d %s", status, text)
+	}
+	if _, oerr := r.store.Open(ctx, "tracker", "flow"); oerr != nil {
+		t.Fatalf("the flow after a callback refused at Close: %v, want it kept", oerr)
+	}
+	if r.audited("granted") != 1 {
+		t.Fatalf("granted audits %d, want 1", r.audited("granted"))
 	}
 }

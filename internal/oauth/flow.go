@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -206,9 +207,8 @@ func (m *Manager) start(ctx context.Context, c *Connector, o owner, who Caller, 
 		scopes = append(scopes, "offline_access")
 	}
 	state := rand.Text()
-	sum := sha256.Sum256([]byte(state))
 	f := &flow{
-		StateHash: hex.EncodeToString(sum[:]), Verifier: oauth2.GenerateVerifier(),
+		StateHash: stateHash(state), Verifier: oauth2.GenerateVerifier(),
 		ExpiresAt: m.now().Add(m.opts.FlowTTL).Truncate(time.Second),
 		Issuer:    d.asm.Issuer, IssParameter: d.asm.AuthorizationResponseIssParameterSupported,
 		AuthEndpoint: d.asm.AuthorizationEndpoint, TokenURL: d.asm.TokenEndpoint, RevocationURL: d.asm.RevocationEndpoint,
@@ -233,11 +233,13 @@ type callbackResult struct {
 // Callback serves GET {publicUrl}/oauth/callback/{connector}: it takes the
 // connector's flow if the state matches (single use, unexpired), exchanges
 // the code with the verifier and resource, seals the grant and answers a
-// plain page — never a token, never a redirect.
+// plain page — never a token, never a redirect. A browser that leaves
+// meanwhile is answered nothing; the sign-in it delivered completes.
 func (m *Manager) Callback(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/oauth/callback/")
-	res := m.callback(r.Context(), id, r)
-	writePage(w, res.status, res.title, res.text, m.opts.Stylesheet)
+	if res, ok := m.callback(r.Context(), id, r); ok {
+		writePage(w, res.status, res.title, res.text, m.opts.Stylesheet)
+	}
 }
 
 // ClientMetadata serves {publicUrl}/oauth/client-metadata.json, the client
@@ -265,10 +267,19 @@ func (m *Manager) ClientMetadata(w http.ResponseWriter, _ *http.Request) {
 
 const couldNotComplete = "This authorization link is unknown, expired or already used. Nothing was changed. Ask your assistant to call authorize_connector again for a new link."
 
-func (m *Manager) callback(ctx context.Context, id string, r *http.Request) callbackResult {
-	fail := func(status int, text string) callbackResult {
-		return callbackResult{status: status, title: "Authorization could not be completed", text: text}
-	}
+func callbackFailed(status int, text string) callbackResult {
+	return callbackResult{status: status, title: "Authorization could not be completed", text: text}
+}
+
+// callback checks what needs only the request (method, connector, state,
+// the browser's session), then completes the sign-in as a flight keyed by
+// the owner and the state's hash (flight.go): from taking the flow on, the
+// work is the Manager's, so that a browser leaving mid-exchange — its code
+// spent at the authorization server — does not lose the grant. A browser
+// retrying the callback meanwhile waits for the same flight; the flow is
+// taken once either way. ok is false when the browser left first.
+func (m *Manager) callback(ctx context.Context, id string, r *http.Request) (callbackResult, bool) {
+	fail := func(status int, text string) (callbackResult, bool) { return callbackFailed(status, text), true }
 	if r.Method != http.MethodGet {
 		return fail(http.StatusMethodNotAllowed, "This page only answers the authorization server's redirect.")
 	}
@@ -295,6 +306,23 @@ func (m *Manager) callback(ctx context.Context, id string, r *http.Request) call
 		}
 		o.who = who
 	}
+	fl := fly(ctx, m, m.callbacks, o.key()+"\x00"+stateHash(state), func(ctx context.Context) (callbackResult, error) {
+		return m.complete(ctx, c, o, state, q), nil
+	})
+	if fl == nil {
+		return fail(http.StatusServiceUnavailable, "connecta is shutting down; nothing was changed and this link still holds. Reload this page in a moment.")
+	}
+	if !fl.wait(ctx) {
+		m.log.InfoContext(ctx, "oauth callback: the browser left; the sign-in it delivered completes without it", "connector", id)
+		return callbackResult{}, false
+	}
+	return fl.v, true
+}
+
+// complete is the callback's flight: it takes the flow state names, and
+// with it exchanges the code in q and seals the grant.
+func (m *Manager) complete(ctx context.Context, c *Connector, o owner, state string, q url.Values) callbackResult {
+	id, fail := c.ID, callbackFailed
 	f, ferr := m.takeFlow(ctx, o, state)
 	if ferr != nil {
 		m.log.ErrorContext(ctx, "oauth callback: store failed", "connector", id, "err", ferr.Error())
@@ -378,8 +406,7 @@ func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, e
 	if err != nil || !ok {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(state))
-	if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(f.StateHash)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(stateHash(state)), []byte(f.StateHash)) != 1 {
 		return nil, nil
 	}
 	existed, derr := m.opts.Store.Delete(ctx, o.id, o.name(nameFlow))
@@ -390,6 +417,13 @@ func (m *Manager) takeFlow(ctx context.Context, o owner, state string) (*flow, e
 		return nil, nil
 	}
 	return &f, nil
+}
+
+// stateHash is what a flow keeps of its state: the hex SHA-256 (the state
+// itself is only in the authorization URL).
+func stateHash(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return hex.EncodeToString(sum[:])
 }
 
 // checkToken refuses a token response connecta cannot use.

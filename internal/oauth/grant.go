@@ -131,64 +131,25 @@ func (m *Manager) accessToken(ctx context.Context, o owner) (*grant, error) {
 	return m.refresh(ctx, o, g.AccessToken)
 }
 
-// flight is one refresh of a grant, which its callers wait for.
-type flight struct {
-	done chan struct{} // closed when g and err are set
-	g    *grant
-	err  error
-}
-
-// refresh replaces the access token that stale names. The work runs
-// detached from ctx's cancellation (its values, such as the trace, are
-// kept), on a goroutine the Manager owns, bounded by RefreshTimeout: once
-// the token request is sent the authorization server may rotate the
-// refresh token, and a caller giving up must not leave the new one
-// unstored — the spent one, sent again, is reuse (invalid_grant) and costs
-// the grant. Callers in this process refreshing the same token share one
-// flight; across replicas the store's lock makes one refresh happen. A
+// refresh replaces the access token that stale names, as a flight
+// (flight.go): once the token request is sent the authorization server may
+// rotate the refresh token, and a caller giving up must not leave the new
+// one unstored — the spent one, sent again, is reuse (invalid_grant) and
+// costs the grant. Callers in this process refreshing the same token share
+// one flight; across replicas the store's lock makes one refresh happen. A
 // caller whose ctx ends first returns its context's error; the flight goes
 // on.
 func (m *Manager) refresh(ctx context.Context, o owner, stale string) (*grant, error) {
-	key := o.key() + "\x00" + stale
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	f := fly(ctx, m, m.refreshes, o.key()+"\x00"+stale, func(ctx context.Context) (*grant, error) {
+		return m.refreshOnce(ctx, o, stale)
+	})
+	if f == nil {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("connector %q's access token needs a refresh and connecta is shutting down", o.id)}
 	}
-	f := m.flights[key]
-	if f == nil {
-		f = &flight{done: make(chan struct{})}
-		m.flights[key] = f
-		m.refreshing.Add(1)
-		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.refreshTimeout)
-		go func() {
-			defer m.refreshing.Done()
-			defer cancel()
-			f.g, f.err = m.refreshOnce(detached, o, stale)
-			m.mu.Lock()
-			delete(m.flights, key)
-			m.mu.Unlock()
-			close(f.done)
-		}()
-	}
-	m.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.g, f.err
-	case <-ctx.Done():
+	if !f.wait(ctx) {
 		return nil, fmt.Errorf("oauth: connector %q: stopped waiting for the access token's refresh, which goes on: %w", o.id, ctx.Err())
 	}
-}
-
-// Close waits for the refreshes in flight (each at most RefreshTimeout),
-// so that a token the authorization server rotated is stored before the
-// store closes; a refresh needed afterwards fails unavailable. Flows,
-// callbacks and fresh tokens are not affected. Safe to call more than once.
-func (m *Manager) Close() {
-	m.mu.Lock()
-	m.closed = true
-	m.mu.Unlock()
-	m.refreshing.Wait()
+	return f.v, f.err
 }
 
 // refreshOnce is one refresh under the store's lock: whoever holds the

@@ -92,11 +92,15 @@ type Options struct {
 const (
 	DefaultFlowTTL       = 10 * time.Minute
 	DefaultRefreshBefore = 60 * time.Second
-	// RefreshTimeout bounds one refresh: the lock, the token request and
-	// the store update. A refresh runs detached from the caller that
-	// needed it, so that a caller giving up cannot lose a refresh token the
-	// authorization server has already rotated; this is its own bound.
-	RefreshTimeout = 30 * time.Second
+	// TokenRequestTimeout bounds a token request connecta finishes on its
+	// own, with the store work around it: a refresh (the lock, the token
+	// request, the store update) or a callback's code exchange (taking the
+	// flow, the token request, sealing the grant). Both run detached from
+	// whoever needed them (flight.go), so that a call or a browser giving
+	// up cannot lose what the authorization server has already issued — a
+	// rotated refresh token, a grant for a spent code; this is their own
+	// bound.
+	TokenRequestTimeout = 30 * time.Second
 	// ClientName is sent in dynamic registrations and the metadata document.
 	ClientName = "connecta"
 )
@@ -115,8 +119,9 @@ type AuditRecord struct {
 }
 
 // Manager runs flows and serves grants for the configured connectors. Safe
-// for concurrent use; its only goroutines are refreshes in flight, each
-// bounded by RefreshTimeout, which Close waits for.
+// for concurrent use; its only goroutines are flights — refreshes and
+// callbacks' code exchanges under way — each bounded by
+// TokenRequestTimeout, which Close waits for.
 type Manager struct {
 	opts       Options
 	tracer     trace.Tracer
@@ -129,12 +134,14 @@ type Manager struct {
 
 	mu    sync.Mutex
 	cache map[string]*grant // last grant read or written per connector
-	// flights are the refreshes running, by owner and the access token they
-	// replace (grant.go); closed refuses new ones once Close has begun.
-	flights        map[string]*flight
-	closed         bool
-	refreshing     sync.WaitGroup
-	refreshTimeout time.Duration // RefreshTimeout; tests shorten it
+	// The flights under way (flight.go): refreshes by owner and the access
+	// token they replace (grant.go), callbacks by owner and state hash
+	// (flow.go); closed refuses new ones once Close has begun.
+	refreshes           map[string]*flight[*grant]
+	callbacks           map[string]*flight[callbackResult]
+	closed              bool
+	flying              sync.WaitGroup
+	tokenRequestTimeout time.Duration // TokenRequestTimeout; tests shorten it
 }
 
 // New validates the configuration. No server is contacted.
@@ -160,8 +167,9 @@ func New(opts Options, connectors []Connector) (*Manager, error) {
 		now:    opts.Now,
 		cache:  map[string]*grant{},
 
-		flights:        map[string]*flight{},
-		refreshTimeout: RefreshTimeout,
+		refreshes:           map[string]*flight[*grant]{},
+		callbacks:           map[string]*flight[callbackResult]{},
+		tokenRequestTimeout: TokenRequestTimeout,
 	}
 	if m.http == nil {
 		m.http = &http.Client{Timeout: 30 * time.Second}

@@ -33,6 +33,10 @@ type rig struct {
 	changed int
 	// clk is the Manager's clock; replicas share one (a.clk = b.clk).
 	clk *clock
+	// callbackStarted and callbackEnded get a value each time the rig's
+	// server starts and finishes handling a callback (a test that cares
+	// reads them; when full, values are dropped).
+	callbackStarted, callbackEnded chan struct{}
 }
 
 // clock is real time plus an offset a test moves forward: a token
@@ -86,7 +90,8 @@ func newRigAt(t *testing.T, p oidctest.AuthServer, rs *oidctest.ProtectedServer,
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry(), clk: &clock{}}
+	r := &rig{p: p, rs: rs, store: store, public: public, reg: prometheus.NewRegistry(), clk: &clock{},
+		callbackStarted: make(chan struct{}, 8), callbackEnded: make(chan struct{}, 8)}
 	r.m, err = oauth.New(oauth.Options{
 		PublicURL: r.public, Store: store, Metrics: r.reg, SessionActor: testSession,
 		Now:           func() time.Time { return r.clk.now() },
@@ -101,11 +106,23 @@ func newRigAt(t *testing.T, p oidctest.AuthServer, rs *oidctest.ProtectedServer,
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/oauth/callback/", r.m.Callback)
+	mux.HandleFunc("/oauth/callback/", func(w http.ResponseWriter, req *http.Request) {
+		signal(r.callbackStarted)
+		r.m.Callback(w, req)
+		signal(r.callbackEnded)
+	})
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return r
+}
+
+// signal sends on ch unless it is full.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // authorize starts a flow and plays the human through it, returning the
