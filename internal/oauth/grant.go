@@ -518,7 +518,7 @@ func InsufficientScope(h http.Header) []string {
 // the next refusal says it again.
 func (m *Manager) needScopes(ctx context.Context, o owner, token string, scopes []string) {
 	if err := m.markRequired(ctx, o, token, scopes); err != nil {
-		m.log.Warn("oauth: could not record the scopes a step-up asks for", "connector", o.id, "err", err.Error())
+		m.log.WarnContext(ctx, "oauth: could not record the scopes a step-up asks for", "connector", o.id, "err", err.Error())
 	}
 }
 
