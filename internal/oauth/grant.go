@@ -327,7 +327,9 @@ func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth
 // the grant's access token (refreshed before expiry); after a 401 the token
 // is refreshed once and the request sent once more. That is transport
 // authentication, not a retry: the downstream refused the first request
-// before running anything. Failures are *Error.
+// before running anything. Failures are *Error, but for a request whose
+// context ends while it waits for a refresh: that fails with its context's
+// error (wrapped), and the refresh goes on.
 //
 // who is the actor whose own grant a per-caller connector's requests carry
 // (the gateway builds one transport per actor); the zero ID is the
