@@ -126,14 +126,21 @@ func newBadServer(t *testing.T) *badServer {
 
 func faultManager(t *testing.T, downstream string) (*oauth.Manager, *oauth.MemoryStore, string) {
 	t.Helper()
+	return faultManagerFor(t, oauth.Connector{ID: "tracker", URL: downstream}, nil)
+}
+
+// faultManagerFor is faultManager for connector c, with session as the
+// console's session lookup (per-caller flows).
+func faultManagerFor(t *testing.T, c oauth.Connector, session oauth.SessionActor) (*oauth.Manager, *oauth.MemoryStore, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	public := "http://" + ln.Addr().String()
 	st := oauth.NewMemoryStore()
-	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}},
-		[]oauth.Connector{{ID: "tracker", URL: downstream}})
+	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}, SessionActor: session},
+		[]oauth.Connector{c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -794,21 +801,7 @@ func TestStepUp_RefusedHeldScopeOnAPersonsOwnGrant(t *testing.T) {
 	defer cancel()
 	b := newBadServer(t)
 	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := "http://" + ln.Addr().String()
-	m, err := oauth.New(oauth.Options{PublicURL: public, Store: oauth.NewMemoryStore(), HTTPClient: &http.Client{Timeout: 5 * time.Second}, SessionActor: testSession},
-		[]oauth.Connector{{ID: "tracker", URL: b.srv.URL + "/mcp", PerCaller: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/oauth/callback/", m.Callback)
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	m, _, public := faultManagerFor(t, oauth.Connector{ID: "tracker", URL: b.srv.URL + "/mcp", PerCaller: true}, testSession)
 	alices := oauth.Caller{Actor: alice.String(), Who: alice}
 	st, gerr := m.Authorize(ctx, "tracker", false, alices)
 	if gerr != nil {
