@@ -170,19 +170,24 @@ func (d *decoder) syntaxError(err error, data []byte) error {
 }
 
 // failingLine finds, from line from on, a line L where the text's first
-// L-1 lines parse and its first L do not (the whole text does not):
-// galloping, then bisecting, so a refusal costs O(log lines) parses.
+// L-1 lines do not fail as the whole text does and its first L do:
+// galloping, then bisecting, so a refusal costs O(log lines) parses. A
+// prefix counts as failing only with the whole text's message: one cut
+// inside a construct spanning lines (a quoted or block scalar, a flow
+// list) fails for being cut ("found unexpected end of stream"), which is
+// not the problem a later line has.
 func failingLine(data []byte, from int) int {
 	ends := lineEnds(data)
 	lines := len(ends)
-	prefix := func(l int) []byte { return data[:ends[l-1]] }
+	want := parseFailure(data)
+	fails := func(l int) bool { return parseFailure(data[:ends[l-1]]) == want }
 	from = min(from, lines)
-	if !parses(prefix(from)) {
+	if fails(from) {
 		return from
 	}
-	good, bad := from, lines // prefix(good) parses, prefix(bad) does not
+	good, bad := from, lines // prefix(good) does not fail as the text does, prefix(bad) does
 	for step := 1; good+step < bad; step *= 2 {
-		if !parses(prefix(good + step)) {
+		if fails(good + step) {
 			bad = good + step
 			break
 		}
@@ -190,10 +195,10 @@ func failingLine(data []byte, from int) int {
 	}
 	for bad-good > 1 {
 		mid := good + (bad-good)/2
-		if parses(prefix(mid)) {
-			good = mid
-		} else {
+		if fails(mid) {
 			bad = mid
+		} else {
+			good = mid
 		}
 	}
 	return bad
@@ -226,15 +231,25 @@ func lineEnds(data []byte) []int {
 }
 
 // parses reports whether every document of data parses.
-func parses(data []byte) bool {
+func parses(data []byte) bool { return parseFailure(data) == "" }
+
+// parseFailure is the parser's message for data without its line ("" when
+// every document parses).
+func parseFailure(data []byte) string {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var n yaml.Node
 		switch err := dec.Decode(&n); {
 		case errors.Is(err, io.EOF):
-			return true
+			return ""
 		case err != nil:
-			return false
+			msg := strings.TrimPrefix(err.Error(), "yaml: ")
+			if rest, ok := strings.CutPrefix(msg, "line "); ok {
+				if _, text, ok := strings.Cut(rest, ": "); ok {
+					msg = text
+				}
+			}
+			return msg
 		}
 	}
 }

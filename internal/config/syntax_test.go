@@ -65,4 +65,8 @@ var syntaxCases = []struct {
 	{"NEL lines", "listen: 127.0.0.1:8787\u0085requests:\u0085  maxActive: 4\u0085\tmaxQueue: 8\n", 4},
 	{"no final newline", "listen: 127.0.0.1:8787\nrequests:\n  maxActive: 4\n\tmaxQueue: 8", 4},
 	{"second document", "listen: 127.0.0.1:8787\n---\na: [\n", 3},
+	// A prefix cut inside a scalar spanning lines fails for being cut, not
+	// for the problem below it.
+	{"key misindented on line 8, after a quoted scalar over lines 4-6", "connectors:\n  - id: a\n    title: t\n    description: \"x\n      y\n      z\"\n    url: http://a\n   x: 1\n", 8},
+	{"key misindented on line 8, after a block scalar over lines 4-6", "connectors:\n  - id: a\n    title: t\n    description: |\n      y\n      z\n    url: http://a\n   x: 1\n", 8},
 }

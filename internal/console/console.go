@@ -235,7 +235,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	var b strings.Builder
 	if err := c.pages.ExecuteTemplate(&b, name, v); err != nil {
-		c.log.Error("console: render", "page", name, "err", err)
+		c.log.ErrorContext(r.Context(), "console: render", "page", name, "err", err)
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
 		return
 	}

@@ -69,3 +69,35 @@ func TestConsole_SignInWithTheProviderDown(t *testing.T) {
 		t.Fatalf("sign-in with the provider down: %d %s", res.StatusCode, b.String())
 	}
 }
+
+// A console request is traced (its connecta.console span), so what the
+// console logs while serving it names that trace, as every other request's
+// log lines do: the sign-in's "identity provider unreachable" carries
+// traceId and spanId.
+func TestConsole_LogLinesOfATracedRequestNameItsTrace(t *testing.T) {
+	var twin *idptest.Provider
+	// A collector that is not there: spans are dropped, the trace is still
+	// the request's.
+	h := startHarnessOn(t, "telemetry: {otlp: {endpoint: \"http://127.0.0.1:9\"}}\n", false, func(t testing.TB, o oidctest.Options) oidctest.AuthServer {
+		twin = oidctest.StartTwin(t, o)
+		return twin
+	})
+	twin.Stop()
+	res, err := http.Get(h.base + "/operator/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway {
+		t.Fatalf("sign-in with the provider down: %d", res.StatusCode)
+	}
+	for line := range strings.Lines(h.logs.String()) {
+		if strings.Contains(line, `msg="console: identity provider unreachable"`) {
+			if !strings.Contains(line, " traceId=") || !strings.Contains(line, " spanId=") {
+				t.Fatalf("the console's log line names no trace: %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("no \"identity provider unreachable\" line in the log:\n%s", h.logs.String())
+}

@@ -154,7 +154,7 @@ func (c *Console) serveSignin(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := c.provider(r.Context(), o)
 	if err != nil {
-		c.log.Warn("console: identity provider unreachable", "issuer", o.Issuer, "err", err)
+		c.log.WarnContext(r.Context(), "console: identity provider unreachable", "issuer", o.Issuer, "err", err)
 		c.fail(w, r, http.StatusBadGateway, "Sign-in unavailable", "The identity provider could not be reached. Try again shortly.")
 		return
 	}
@@ -221,14 +221,14 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, err := c.oauth2Config(p).Exchange(ctx, q.Get("code"), exchange...)
 	if err != nil {
-		c.log.Warn("console: code exchange failed", "err", errText(err))
+		c.log.WarnContext(ctx, "console: code exchange failed", "err", errText(err))
 		c.fail(w, r, http.StatusBadGateway, "Sign-in could not be completed", "The identity provider did not accept the sign-in. Sign in again.")
 		return
 	}
 	rawID, _ := tok.Extra("id_token").(string)
 	idt, err := p.verifier.Verify(ctx, rawID)
 	if err != nil || subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(parts[2])) != 1 {
-		c.log.Warn("console: ID token refused", "err", errText(err))
+		c.log.WarnContext(ctx, "console: ID token refused", "err", errText(err))
 		c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "The identity provider's answer could not be verified. Sign in again.")
 		return
 	}
@@ -259,7 +259,7 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 		// cannot make the console's Alice another actor than /mcp's.
 		who, rej := av.Verify(ctx, tok.AccessToken)
 		if rej != nil && rej.Reason != inbound.ReasonCallerNotAllowed {
-			c.log.Warn("console: access token refused", "reason", rej.Reason)
+			c.log.WarnContext(ctx, "console: access token refused", "reason", rej.Reason)
 			c.fail(w, r, http.StatusBadRequest, "Sign-in could not be completed", "The identity provider's access token for connecta was refused ("+rej.Reason+"). Sign in again.")
 			return
 		}
@@ -270,7 +270,7 @@ func (c *Console) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	op.Email, _ = claims["email"].(string)
 	if !operator && !caller {
-		c.log.Info("console: sign-in refused: neither an operator nor an admitted caller", "actor", op.Actor())
+		c.log.InfoContext(ctx, "console: sign-in refused: neither an operator nor an admitted caller", "actor", op.Actor())
 		c.fail(w, r, http.StatusForbidden, "Not admitted", "You signed in, but neither auth.oidc.operators nor auth.oidc.callers admits this account, so the console is closed to it.")
 		return
 	}
@@ -434,7 +434,7 @@ func (c *Console) sameOrigin(r *http.Request) bool {
 }
 
 func (c *Console) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
-	c.log.Error("console: store failed", "err", err)
+	c.log.ErrorContext(r.Context(), "console: store failed", "err", err)
 	c.fail(w, r, http.StatusServiceUnavailable, "Store unavailable", "The console's store did not answer, so nothing was changed. Try again shortly.")
 }
 
@@ -443,7 +443,7 @@ func (c *Console) audit(ctx context.Context, op Operator, action, target, detail
 	if err := c.o.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditRecord{
 		OccurredAt: c.now(), Actor: op.Actor(), Action: action, Target: target, Detail: detail,
 	}); err != nil {
-		c.log.Error("console: audit write failed", "action", action, "target", target, "err", err)
+		c.log.ErrorContext(ctx, "console: audit write failed", "action", action, "target", target, "err", err)
 	}
 }
 

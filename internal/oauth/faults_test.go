@@ -126,14 +126,21 @@ func newBadServer(t *testing.T) *badServer {
 
 func faultManager(t *testing.T, downstream string) (*oauth.Manager, *oauth.MemoryStore, string) {
 	t.Helper()
+	return faultManagerFor(t, oauth.Connector{ID: "tracker", URL: downstream}, nil)
+}
+
+// faultManagerFor is faultManager for connector c, with session as the
+// console's session lookup (per-caller flows).
+func faultManagerFor(t *testing.T, c oauth.Connector, session oauth.SessionActor) (*oauth.Manager, *oauth.MemoryStore, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	public := "http://" + ln.Addr().String()
 	st := oauth.NewMemoryStore()
-	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}},
-		[]oauth.Connector{{ID: "tracker", URL: downstream}})
+	m, err := oauth.New(oauth.Options{PublicURL: public, Store: st, HTTPClient: &http.Client{Timeout: 5 * time.Second}, SessionActor: session},
+		[]oauth.Connector{c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -782,5 +789,42 @@ func TestStepUp_RefusedHeldScopeIsNotAnotherSignIn(t *testing.T) {
 	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
 	if gerr != nil || st.Status != oauth.StatusAuthorized || st.AuthorizationURL != "" || !strings.Contains(st.Message, "still refused") {
 		t.Fatalf("a refused held scope: %+v %v", st, gerr)
+	}
+}
+
+// The same on a per-caller connector: a person whose own grant holds the
+// refused scope is told why signing in again will not help, not to retry
+// the call (which the downstream refuses again) — the answer the call's
+// auth_required message promises.
+func TestStepUp_RefusedHeldScopeOnAPersonsOwnGrant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
+	m, _, public := faultManagerFor(t, oauth.Connector{ID: "tracker", URL: b.srv.URL + "/mcp", PerCaller: true}, testSession)
+	alices := oauth.Caller{Actor: alice.String(), Who: alice}
+	st, gerr := m.Authorize(ctx, "tracker", false, alices)
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	state := mustParse(t, st.AuthorizationURL).Query().Get("state")
+	jar, _ := cookiejar.New(nil)
+	jar.SetCookies(mustParse(t, public), []*http.Cookie{{Name: testSessionCookie, Value: alice.String(), Path: "/"}})
+	if status, page := get(t, &http.Client{Jar: jar}, public+"/oauth/callback/tracker?code=c&state="+url.QueryEscape(state)); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	b.setStepUp("files:write")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", alice, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("HTTP %d, want the 403", res.StatusCode)
+	}
+	st, gerr = m.Authorize(ctx, "tracker", false, alices)
+	if gerr != nil || st.Status != oauth.StatusAuthorized || st.AuthorizationURL != "" || !strings.Contains(st.Message, "still refused") || strings.Contains(st.Message, "retry the call") {
+		t.Fatalf("a refused held scope on a person's own grant: %+v %v", st, gerr)
 	}
 }

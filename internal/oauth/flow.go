@@ -112,15 +112,20 @@ func (m *Manager) authorize(ctx context.Context, id string, force bool, who Call
 			force = true
 		}
 	}
+	if g != nil && !force && len(g.RequiredScopes) > 0 {
+		// The downstream refused scopes the grant holds: signing in again
+		// asks for the same, so it is not offered as the fix (nor, on a
+		// person's own grant, a retry the downstream refuses again).
+		other := "an operator can force a new authorization with another account"
+		if c.PerCaller {
+			other = "to connect another account, call authorize_connector with force: true"
+		}
+		return &Status{Connector: id, Status: StatusAuthorized,
+			Message: fmt.Sprintf("Connector %q is authorized with the scope %s, and the downstream still refused it (403 insufficient_scope): signing in again asks for the same scopes. The account that signed in may lack the permission at the downstream; %s.", id, strings.Join(g.RequiredScopes, " "), other)}, nil
+	}
 	if g != nil && !force && c.PerCaller {
 		return &Status{Connector: id, Status: StatusAuthorized,
 			Message: fmt.Sprintf("Connector %q is connected to your own account; retry the call. To connect again, call authorize_connector with force: true.", id)}, nil
-	}
-	if g != nil && !force && len(g.RequiredScopes) > 0 {
-		// The downstream refused scopes the grant holds: signing in again
-		// asks for the same, so it is not offered as the fix.
-		return &Status{Connector: id, Status: StatusAuthorized,
-			Message: fmt.Sprintf("Connector %q is authorized with the scope %s, and the downstream still refused it (403 insufficient_scope): signing in again asks for the same scopes. The account that signed in may lack the permission at the downstream; an operator can force a new authorization with another account.", id, strings.Join(g.RequiredScopes, " "))}, nil
 	}
 	if g != nil && !force {
 		return &Status{Connector: id, Status: StatusAuthorized,

@@ -288,7 +288,9 @@ func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth
 // the grant's access token (refreshed before expiry); after a 401 the token
 // is refreshed once and the request sent once more. That is transport
 // authentication, not a retry: the downstream refused the first request
-// before running anything. Failures are *Error.
+// before running anything. Failures are *Error, but for a request whose
+// context ends while it waits for a refresh: that fails with its context's
+// error (wrapped), and the refresh goes on.
 //
 // who is the actor whose own grant a per-caller connector's requests carry
 // (the gateway builds one transport per actor); the zero ID is the
@@ -479,7 +481,7 @@ func InsufficientScope(h http.Header) []string {
 // the next refusal says it again.
 func (m *Manager) needScopes(ctx context.Context, o owner, token string, scopes []string) {
 	if err := m.markRequired(ctx, o, token, scopes); err != nil {
-		m.log.Warn("oauth: could not record the scopes a step-up asks for", "connector", o.id, "err", err.Error())
+		m.log.WarnContext(ctx, "oauth: could not record the scopes a step-up asks for", "connector", o.id, "err", err.Error())
 	}
 }
 

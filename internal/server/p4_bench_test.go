@@ -2,11 +2,11 @@ package server_test
 
 import (
 	"encoding/json"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/connecta-dev/connecta/internal/gateway"
+	"github.com/connecta-dev/connecta/test/testkit"
 )
 
 // BenchmarkP4_FiveCallProgramOverLoopback is what a session per execution
@@ -33,7 +33,7 @@ func BenchmarkP4_FiveCallProgramOverLoopback(b *testing.B) {
 			if res := call(b, cs, "execute_code", string(args)); res.IsError {
 				b.Fatalf("warm-up: %s", textOf(b, res))
 			}
-			reqs, cpu := down.requests.Load(), processCPU(b)
+			reqs, cpu := down.requests.Load(), testkit.ProcessCPU()
 			b.ResetTimer()
 			for range b.N {
 				if res := call(b, cs, "execute_code", string(args)); res.IsError {
@@ -47,16 +47,7 @@ func BenchmarkP4_FiveCallProgramOverLoopback(b *testing.B) {
 			// sandbox child, the same in every variant).
 			n := float64(b.N)
 			b.ReportMetric(float64(down.requests.Load()-reqs)/n, "downstream-req/op")
-			b.ReportMetric(float64(processCPU(b)-cpu)/float64(time.Millisecond)/n, "cpu-ms/op")
+			b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/float64(time.Millisecond)/n, "cpu-ms/op")
 		})
 	}
-}
-
-// processCPU is this process's user and system CPU so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
