@@ -88,7 +88,7 @@ test-deps:
 # runs the sandbox child without its seccomp filter (internal/sandbox/relax_race.go:
 # the detector needs syscalls the allow-list refuses), so hardening itself is
 # proven by the normal build's tests, not these.
-RACE_PKGS ?= ./internal/supervisor/... ./internal/server/... ./internal/gateway/... ./internal/contract/... ./internal/admission/... ./internal/caps/... ./internal/childbin/... ./internal/jcs/... ./internal/layers/... ./internal/privdir/... ./internal/required/... ./internal/secheader/...
+RACE_PKGS ?= ./internal/supervisor/... ./internal/server/... ./internal/gateway/... ./internal/contract/... ./internal/oauth/... ./internal/admission/... ./internal/caps/... ./internal/childbin/... ./internal/jcs/... ./internal/layers/... ./internal/privdir/... ./internal/required/... ./internal/secheader/...
 test-race: child
 	$(GO) test -race -short -tags $(GOTAGS) $(RACE_PKGS)
 

@@ -102,10 +102,20 @@ func (c *connector) forCaller(ctx context.Context) (*connector, *callerChild) {
 	}
 	ch.inUse++
 	ch.lastUsed = now
-	c.mu.Unlock()
-	for _, cc := range evicted {
-		cc.close()
+	if len(evicted) > 0 {
+		// Closing may spend sessionDeleteTimeout per session on a slow
+		// downstream: not on this call's time. The gateway owns the
+		// goroutine (Add under mu, before close can mark c closed and
+		// Close can wait).
+		c.g.wg.Add(1)
+		go func() {
+			defer c.g.wg.Done()
+			for _, cc := range evicted {
+				cc.close()
+			}
+		}()
 	}
+	c.mu.Unlock()
 	return ch.c, ch
 }
 
