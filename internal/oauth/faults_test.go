@@ -110,10 +110,11 @@ func newBadServer(t *testing.T) *badServer {
 		_ = r.ParseForm()
 		b.mu.Lock()
 		b.forms = append(b.forms, r.PostForm)
+		token := b.token
 		b.mu.Unlock()
-		if b.token != "" {
+		if token != "" {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, b.token)
+			fmt.Fprint(w, token)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -773,6 +774,53 @@ func TestGrant_ScopesAreTheTokenResponses(t *testing.T) {
 	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
 		t.Fatalf("after a narrower grant: %+v %v; want a step-up flow", op, gerr)
 	}
+}
+
+// A refresh answer's scope replaces the grant's (RFC 6749 §6: omitted, it
+// is the original's): an authorization server that narrows a grant at
+// refresh leaves a step-up to ask for, not a "signing in again will not
+// help".
+func TestGrant_RefreshNarrowsTheScopes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newBadServer(t)
+	b.prm = fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["files:read","files:write"]}`, b.srv.URL+"/mcp", b.srv.URL)
+	b.token = `{"access_token":"wide-token","token_type":"Bearer","expires_in":300,"refresh_token":"r1","scope":"files:read files:write"}`
+	m, _, public := faultManager(t, b.srv.URL+"/mcp")
+	signedIn(t, ctx, m, public)
+	// A refresh that omits the scope keeps the grant's.
+	b.mu.Lock()
+	b.token = `{"access_token":"same-token","token_type":"Bearer","expires_in":300}`
+	b.mu.Unlock()
+	unauthorizedOnce(t, ctx, m, b) // the 401 refreshes once
+	refusedFor(t, ctx, m, b, "files:write")
+	if st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true}); gerr != nil || st.Status != oauth.StatusAuthorized {
+		t.Fatalf("a refresh without a scope: %+v %v; want the grant's scopes kept", st, gerr)
+	}
+	// A refresh that names fewer narrows it.
+	b.setStepUp("")
+	b.mu.Lock()
+	b.token = `{"access_token":"narrow-token","token_type":"Bearer","expires_in":300,"scope":"files:read"}`
+	b.mu.Unlock()
+	unauthorizedOnce(t, ctx, m, b)
+	refusedFor(t, ctx, m, b, "files:write")
+	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || st.Status != oauth.StatusAuthorizationRequired || st.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("after a narrowing refresh: %+v %v; want a step-up flow", st, gerr)
+	}
+}
+
+// unauthorizedOnce makes one request through the connector's transport
+// while the downstream answers 401 (which refreshes the grant once).
+func unauthorizedOnce(t *testing.T, ctx context.Context, m *oauth.Manager, b *badServer) {
+	t.Helper()
+	b.setStepUp("")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
+	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
 }
 
 // A downstream that refuses a scope the grant holds is not answered with

@@ -214,6 +214,7 @@ func (m *Manager) refreshOnce(ctx context.Context, o owner, stale string) (g *gr
 	}
 	next := *g
 	next.AccessToken, next.Expiry, next.Obtained = tok.AccessToken, tok.Expiry, m.now()
+	next.Scopes = grantedScopes(tok, g.Scopes) // §6: omitted, the original's
 	if tok.RefreshToken != "" {
 		next.RefreshToken = tok.RefreshToken // rotated
 	}
@@ -264,6 +265,7 @@ func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth
 		AccessToken  string          `json:"access_token"`
 		TokenType    string          `json:"token_type"`
 		RefreshToken string          `json:"refresh_token"`
+		Scope        string          `json:"scope"`
 		ExpiresIn    json.RawMessage `json:"expires_in"`
 		Error        string          `json:"error"`
 		Description  string          `json:"error_description"`
@@ -276,6 +278,9 @@ func (m *Manager) refreshGrant(ctx context.Context, id string, g *grant) (*oauth
 		return nil, errors.New("oauth2: cannot parse json")
 	}
 	tok := &oauth2.Token{AccessToken: out.AccessToken, TokenType: out.TokenType, RefreshToken: out.RefreshToken}
+	if out.Scope != "" {
+		tok = tok.WithExtra(map[string]any{"scope": out.Scope}) // read by grantedScopes
+	}
 	// expires_in is a number, or (some servers) a string holding one.
 	secs, _ := strconv.ParseInt(strings.Trim(string(out.ExpiresIn), `"`), 10, 64)
 	if secs > 0 {
