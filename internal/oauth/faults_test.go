@@ -638,13 +638,7 @@ func TestStepUp_InsufficientScopeAsksForTheUnion(t *testing.T) {
 	}
 	callback(first)
 
-	b.setStepUp("files:write")
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
-	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	res := throughTransport(t, ctx, m, b, "files:write")
 	if res.StatusCode != http.StatusForbidden || strings.Join(oauth.InsufficientScope(res.Header), " ") != "files:write" {
 		t.Fatalf("HTTP %d %v", res.StatusCode, res.Header.Values("WWW-Authenticate"))
 	}
@@ -746,16 +740,24 @@ func signedIn(t *testing.T, ctx context.Context, m *oauth.Manager, public string
 // downstream demands scope (a 403 insufficient_scope).
 func refusedFor(t *testing.T, ctx context.Context, m *oauth.Manager, b *badServer, scope string) {
 	t.Helper()
-	b.setStepUp(scope)
+	if res := throughTransport(t, ctx, m, b, scope); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("HTTP %d, want the 403", res.StatusCode)
+	}
+}
+
+// throughTransport makes one request through the connector's transport
+// while the downstream demands stepUp (a 403 insufficient_scope; "" answers
+// 401, which refreshes the grant once) and returns the answer, body closed.
+func throughTransport(t *testing.T, ctx context.Context, m *oauth.Manager, b *badServer, stepUp string) *http.Response {
+	t.Helper()
+	b.setStepUp(stepUp)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
 	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != http.StatusForbidden {
-		t.Fatalf("HTTP %d, want the 403", res.StatusCode)
-	}
+	return res
 }
 
 // The grant's scopes are the ones the token was issued with (the token
@@ -792,35 +794,21 @@ func TestGrant_RefreshNarrowsTheScopes(t *testing.T) {
 	b.mu.Lock()
 	b.token = `{"access_token":"same-token","token_type":"Bearer","expires_in":300}`
 	b.mu.Unlock()
-	unauthorizedOnce(t, ctx, m, b) // the 401 refreshes once
+	throughTransport(t, ctx, m, b, "") // the 401 refreshes once
 	refusedFor(t, ctx, m, b, "files:write")
 	if st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true}); gerr != nil || st.Status != oauth.StatusAuthorized {
 		t.Fatalf("a refresh without a scope: %+v %v; want the grant's scopes kept", st, gerr)
 	}
 	// A refresh that names fewer narrows it.
-	b.setStepUp("")
 	b.mu.Lock()
 	b.token = `{"access_token":"narrow-token","token_type":"Bearer","expires_in":300,"scope":"files:read"}`
 	b.mu.Unlock()
-	unauthorizedOnce(t, ctx, m, b)
+	throughTransport(t, ctx, m, b, "")
 	refusedFor(t, ctx, m, b, "files:write")
 	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
 	if gerr != nil || st.Status != oauth.StatusAuthorizationRequired || st.Reason != oauth.ReasonInsufficientScope {
 		t.Fatalf("after a narrowing refresh: %+v %v; want a step-up flow", st, gerr)
 	}
-}
-
-// unauthorizedOnce makes one request through the connector's transport
-// while the downstream answers 401 (which refreshes the grant once).
-func unauthorizedOnce(t *testing.T, ctx context.Context, m *oauth.Manager, b *badServer) {
-	t.Helper()
-	b.setStepUp("")
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/mcp", strings.NewReader(`{}`))
-	res, err := m.Transport("tracker", actor.ID{}, http.DefaultTransport).RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
 }
 
 // A downstream that refuses a scope the grant holds is not answered with
