@@ -441,9 +441,10 @@ func (c *connector) watch(ls *liveSession) {
 	defer c.g.wg.Done()
 	err := ls.cs.Wait()
 	ls.dead.Store(true)
-	if ls.server != nil {
-		_ = ls.server.Close()
-	}
+	// Closed, not only forgotten: a 2026-07-28 connection the SDK ended on
+	// a transport failure may still hold its subscriptions/listen stream,
+	// which only ClientSession.Close cancels.
+	ls.close()
 	c.mu.Lock()
 	if c.sess == ls {
 		c.sess = nil
