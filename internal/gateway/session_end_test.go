@@ -22,9 +22,9 @@ import (
 // too. Before, it stayed open until the process exited (and a test's
 // downstream waited on it in Close).
 func TestSession_EndedConnectionClosesItsListenStream(t *testing.T) {
-	var listening, refuse atomic.Int64
+	var listening, opened, refuse atomic.Int64
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
-		s := mcp.NewServer(&mcp.Implementation{Name: "listening", Version: "1"}, &mcp.ServerOptions{HasTools: true})
+		s := mcp.NewServer(&mcp.Implementation{Name: "listening", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
 		s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return &mcp.CallToolResult{Content: text("ok")}, nil
@@ -40,6 +40,7 @@ func TestSession_EndedConnectionClosesItsListenStream(t *testing.T) {
 			return
 		}
 		if bytes.Contains(body, []byte(`"subscriptions/listen"`)) {
+			opened.Add(1)
 			listening.Add(1)
 			defer listening.Add(-1)
 		}
@@ -66,6 +67,9 @@ func TestSession_EndedConnectionClosesItsListenStream(t *testing.T) {
 		if gerr := call(); gerr == nil || gerr.Code != CodeAuthRequired {
 			t.Fatalf("round %d, a 401: %v", round, gerr)
 		}
+	}
+	if opened.Load() == 0 {
+		t.Fatal("no subscriptions/listen stream was opened: the test proves nothing")
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return listening.Load() == 0 }, "the ended connections' subscriptions/listen streams close (%d open)", listening.Load())
 }
