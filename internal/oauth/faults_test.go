@@ -45,6 +45,12 @@ type badServer struct {
 	stepUp string
 }
 
+func (b *badServer) setToken(answer string) {
+	b.mu.Lock()
+	b.token = answer
+	b.mu.Unlock()
+}
+
 func (b *badServer) setStepUp(scope string) {
 	b.mu.Lock()
 	b.stepUp = scope
@@ -772,9 +778,16 @@ func TestGrant_ScopesAreTheTokenResponses(t *testing.T) {
 	m, _, public := faultManager(t, b.srv.URL+"/mcp")
 	signedIn(t, ctx, m, public)
 	refusedFor(t, ctx, m, b, "files:write")
-	op, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
-	if gerr != nil || op.Status != oauth.StatusAuthorizationRequired || op.Reason != oauth.ReasonInsufficientScope {
-		t.Fatalf("after a narrower grant: %+v %v; want a step-up flow", op, gerr)
+	wantStepUp(t, ctx, m, "after a narrower grant")
+}
+
+// wantStepUp: an operator's authorize_connector answers with a step-up
+// flow (authorization_required, reason insufficient_scope).
+func wantStepUp(t *testing.T, ctx context.Context, m *oauth.Manager, when string) {
+	t.Helper()
+	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
+	if gerr != nil || st.Status != oauth.StatusAuthorizationRequired || st.Reason != oauth.ReasonInsufficientScope {
+		t.Fatalf("%s: %+v %v; want a step-up flow", when, st, gerr)
 	}
 }
 
@@ -791,24 +804,17 @@ func TestGrant_RefreshNarrowsTheScopes(t *testing.T) {
 	m, _, public := faultManager(t, b.srv.URL+"/mcp")
 	signedIn(t, ctx, m, public)
 	// A refresh that omits the scope keeps the grant's.
-	b.mu.Lock()
-	b.token = `{"access_token":"same-token","token_type":"Bearer","expires_in":300}`
-	b.mu.Unlock()
+	b.setToken(`{"access_token":"same-token","token_type":"Bearer","expires_in":300}`)
 	throughTransport(t, ctx, m, b, "") // the 401 refreshes once
 	refusedFor(t, ctx, m, b, "files:write")
 	if st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true}); gerr != nil || st.Status != oauth.StatusAuthorized {
 		t.Fatalf("a refresh without a scope: %+v %v; want the grant's scopes kept", st, gerr)
 	}
 	// A refresh that names fewer narrows it.
-	b.mu.Lock()
-	b.token = `{"access_token":"narrow-token","token_type":"Bearer","expires_in":300,"scope":"files:read"}`
-	b.mu.Unlock()
+	b.setToken(`{"access_token":"narrow-token","token_type":"Bearer","expires_in":300,"scope":"files:read"}`)
 	throughTransport(t, ctx, m, b, "")
 	refusedFor(t, ctx, m, b, "files:write")
-	st, gerr := m.Authorize(ctx, "tracker", false, oauth.Caller{Actor: "ops", Operator: true})
-	if gerr != nil || st.Status != oauth.StatusAuthorizationRequired || st.Reason != oauth.ReasonInsufficientScope {
-		t.Fatalf("after a narrowing refresh: %+v %v; want a step-up flow", st, gerr)
-	}
+	wantStepUp(t, ctx, m, "after a narrowing refresh")
 }
 
 // A downstream that refuses a scope the grant holds is not answered with
