@@ -68,15 +68,42 @@ func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// run performs a read (a query, an evaluation, a screenshot) and returns
+// its value. A read that meets a document being replaced is read again on
+// the next one: DevTools answers -32000 when the page navigates between
+// finding a node and reading it, and a submit's redirect can still be
+// settling when its heading is already visible. Steps that act (clicks,
+// navigations) go through do and are never repeated.
 func run[T any](b *browser, a chromedp.Action[T]) T {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		b.fatal(err)
+	for {
+		v, err := chromedp.Run(ctx, a)
+		if err == nil {
+			return v
+		}
+		if !navigatedAway(err) || ctx.Err() != nil {
+			b.fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return v
+}
+
+// navigatedAway reports the DevTools errors of a read that raced a
+// navigation: the node or execution context it used belongs to a document
+// that is gone.
+func navigatedAway(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"Inspected target navigated or closed", "Cannot find context with specified id", "Execution context was destroyed", "Could not find node with given id"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // fatal ends the test with where the browser is and what it shows.
