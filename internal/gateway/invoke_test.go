@@ -499,8 +499,10 @@ func TestDeadline_AdmissionAndScope(t *testing.T) {
 	spec := inProcessSpec("t", nil)
 	spec.Admission = &CallAdmission{MaxConcurrency: 1, MaxQueueSize: 32, QueueTimeout: time.Minute, RetryAfter: time.Second}
 	env := newTestGateway(t, 300*time.Millisecond, spec)
-	if _, gerr := env.call(t, "t.read_items", "", false); gerr != nil { // warm the catalog
-		t.Fatal(errJSON(t, gerr))
+	// Warm the catalog outside the 300 ms call deadline, which a loaded
+	// machine can spend on the first listing alone.
+	if _, err := env.g.Tools(context.Background(), "t"); err != nil {
+		t.Fatal(err)
 	}
 	scope := env.g.NewScope()
 	first := make(chan *Error, 1)
@@ -746,7 +748,18 @@ func TestY1_OneDownstreamAttemptPerCall(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.mode+tc.address, func(t *testing.T) {
 			m := newMisbehavingHTTP(t)
-			env := newTestGateway(t, 500*time.Millisecond, ConnectorSpec{ID: "h", URL: m.url()})
+			// Only the hanging call needs a short deadline; the others get
+			// one a loaded machine (-race) cannot spend before the POST.
+			timeout := 20 * time.Second
+			if tc.mode == "call:hang" {
+				timeout = 500 * time.Millisecond
+			}
+			env := newTestGateway(t, timeout, ConnectorSpec{ID: "h", URL: m.url()})
+			// The catalog is listed before the fault is set, so the one
+			// call's deadline is spent on the call alone.
+			if _, err := env.g.Tools(context.Background(), "h"); err != nil {
+				t.Fatal(err)
+			}
 			m.set(tc.mode)
 			res, gerr := env.call(t, tc.address, "", false)
 			if gerr == nil || !gerr.Retryable {
