@@ -13,7 +13,7 @@ import (
 // closedURL is a loopback URL nothing listens on: its catalog cannot load.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	return "http://" + testkit.FreeAddr(t) + "/mcp"
+	return "http://" + testkit.ClosedAddr(t) + "/mcp"
 }
 
 // TestTopLevelFailuresAreTypedAlways: every failure of the five top-level

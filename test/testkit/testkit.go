@@ -5,7 +5,8 @@
 // when the failure message needs what is known only at the deadline);
 // GoroutinesAtMost, for goroutines that end after a Close returned; Clock,
 // a clock the test moves; Golden, a golden-file check; FreeAddr, a loopback
-// address to start a server on; MCPRequest, the POST an MCP client sends;
+// address to start a server on, and ClosedAddr, one that refuses
+// connections; MCPRequest, the POST an MCP client sends;
 // TSClientNode, the TypeScript client's node or a skip; RowsOutsideVault, a
 // store's rows outside the vault as text; ProcessCPU and ChildrenCPU, for
 // per-op CPU in benchmarks; and VersionedMCP, a downstream that speaks only
@@ -22,7 +23,9 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -85,6 +88,27 @@ func FreeAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// ClosedAddr is a loopback host:port that refuses connections for as long
+// as t runs: a TCP socket is bound there and never listens, so the port is
+// held (no server, this test's or another's, can take it, as one could a
+// FreeAddr) and a connection to it is reset at once.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // MCPRequest is the POST an MCP client makes to a streamable HTTP endpoint

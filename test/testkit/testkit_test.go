@@ -1,10 +1,13 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,4 +60,22 @@ func TestGoroutinesAtMost_WaitsForEndingGoroutines(t *testing.T) {
 	}
 	go close(stop) // ends them, most likely after the wait began
 	GoroutinesAtMost(t, time.Minute, base)
+}
+
+func TestClosedAddr_RefusesAndHoldsItsPort(t *testing.T) {
+	addr := ClosedAddr(t)
+	for range 3 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s accepted a connection", addr)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial %s: %v, want connection refused", addr, err)
+		}
+	}
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		ln.Close()
+		t.Fatalf("a server could take %s", addr)
+	}
 }
