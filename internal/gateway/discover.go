@@ -67,8 +67,12 @@ func (b *discoverBound) roundTrip(base http.RoundTripper, req *http.Request) (*h
 		return nil, err
 	}
 	sse := strings.HasPrefix(strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Type"))), "text/event-stream")
-	resp.Body = &discoverBody{rc: resp.Body, stop: func() { timer.Stop(); cancel() }, timedOut: timedOut,
+	body := &discoverBody{rc: resp.Body, stop: func() { timer.Stop(); cancel() }, timedOut: timedOut,
 		late: func(started bool) []byte { return b.errorBytes(id, sse, started) }}
+	if sse {
+		body.watch = &answerWatch{id: id}
+	}
+	resp.Body = body
 	return resp, nil
 }
 
@@ -105,6 +109,11 @@ func (b *discoverBound) errorBytes(id jsonrpc.ID, sse, started bool) []byte {
 
 // discoverBody is a discover's response body under the bound: when the
 // timeout cancels the read, the reader yields the error answer and ends.
+// On an SSE answer the body also ends right after the event that answers
+// the discover: the SDK takes that event and then drains the body to its
+// end, and a server that keeps the stream open (the spec says it SHOULD
+// close it) would otherwise hold the drain until the bound fired and be
+// marked silent although it had answered.
 type discoverBody struct {
 	rc       io.ReadCloser
 	stop     func()
@@ -112,15 +121,25 @@ type discoverBody struct {
 	late     func(started bool) []byte
 	started  bool
 	tail     *bytes.Reader // the error answer, once timed out
+	watch    *answerWatch  // SSE only
+	answered bool          // the watch saw the answer: the body has ended
 }
 
 func (d *discoverBody) Read(p []byte) (int, error) {
 	if d.tail != nil {
 		return d.tail.Read(p)
 	}
+	if d.answered {
+		return 0, io.EOF
+	}
 	n, err := d.rc.Read(p)
 	if n > 0 {
 		d.started = true
+		if d.watch != nil && d.watch.feed(p[:n]) {
+			d.answered = true
+			d.stop()
+			return n, nil
+		}
 	}
 	switch {
 	case err == io.EOF:
@@ -138,6 +157,70 @@ func (d *discoverBody) Read(p []byte) (int, error) {
 func (d *discoverBody) Close() error {
 	d.stop()
 	return d.rc.Close()
+}
+
+// maxWatchedEvent bounds what answerWatch holds of one SSE event: a
+// server/discover answer is a few KiB; past this the watch gives up and
+// the stream is read to its end (or to the bound) as before.
+const maxWatchedEvent = 1 << 20
+
+// answerWatch follows an SSE stream's events (lines ending in LF or CRLF;
+// data lines joined, comments and fields other than event and data
+// ignored) and reports the one carrying the JSON-RPC response to id.
+type answerWatch struct {
+	id    jsonrpc.ID
+	line  []byte // the line read so far
+	data  []byte // the event's data so far
+	event string // the event's name ("" is "message")
+	off   bool   // gave up: an event past maxWatchedEvent
+}
+
+// feed reads more of the stream and reports whether an event in it ended
+// as the answer.
+func (w *answerWatch) feed(p []byte) bool {
+	for !w.off && len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.line = append(w.line, p...)
+			w.off = len(w.line)+len(w.data) > maxWatchedEvent
+			return false
+		}
+		w.line = append(w.line, p[:i]...)
+		p = p[i+1:]
+		line := bytes.TrimSuffix(w.line, []byte("\r"))
+		w.line = w.line[:0]
+		if len(line) == 0 {
+			if w.dispatch() {
+				return true
+			}
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			if len(w.data) > 0 {
+				w.data = append(w.data, '\n')
+			}
+			w.data = append(w.data, value...)
+			w.off = len(w.data) > maxWatchedEvent
+		case "event":
+			w.event = string(value)
+		}
+	}
+	return false
+}
+
+// dispatch ends an event and reports whether it answered the discover.
+func (w *answerWatch) dispatch() bool {
+	data, event := w.data, w.event
+	w.data, w.event = w.data[:0], ""
+	if len(data) == 0 || (event != "" && event != "message") {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(data)
+	resp, ok := msg.(*jsonrpc.Response)
+	return err == nil && ok && resp.ID == w.id
 }
 
 // requestID is the JSON-RPC id of a POST's body.

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,4 +167,133 @@ func TestDiscoverBound_AnsweredDiscoverKeeps2026(t *testing.T) {
 	if v := env.g.ConnectorStates()["s"].ProtocolVersion; v != statelessProtocolVersion || c.discover.silent.Load() {
 		t.Fatalf("protocolVersion %q, silent %v", v, c.discover.silent.Load())
 	}
+}
+
+// heldAnswerHTTP fronts a 2026-07-28 downstream: it answers server/discover
+// as one SSE event and then holds the stream open (the spec says a server
+// SHOULD close it; this one does not), until the client goes or the test
+// ends; left is closed when connecta leaves that stream. Every other
+// request is proxied, tools/list once connecta has left.
+func heldAnswerHTTP(t *testing.T, upstream string) (mcpURL string, left <-chan struct{}) {
+	t.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	done, gone := make(chan struct{}), make(chan struct{})
+	var goneOnce sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var head struct {
+			Method string `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.Unmarshal(body, &head) != nil || head.Method != discoverMethod {
+			// The listing waits until connecta has left the discover
+			// stream: a client that holds it until its connect context
+			// ends (or the bound fires) never gets its tools.
+			if head.Method == "tools/list" {
+				select {
+				case <-gone:
+				case <-time.After(20 * time.Second):
+					http.Error(w, "the discover stream is still held", http.StatusServiceUnavailable)
+					return
+				}
+			}
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// The upstream answers as JSON or as one SSE event: keep the JSON.
+		if i := bytes.Index(answer, []byte("data: ")); i >= 0 {
+			answer, _, _ = bytes.Cut(answer[i+len("data: "):], []byte("\n"))
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		// The answer split across writes, with a comment and a CRLF line.
+		fmt.Fprint(w, ": priming\r\n\r\nevent: message\r\n")
+		w.(http.Flusher).Flush()
+		fmt.Fprintf(w, "data: %s\n\n", bytes.TrimSpace(answer))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			goneOnce.Do(func() { close(gone) })
+		case <-done:
+		}
+	}))
+	t.Cleanup(func() { close(done); srv.Close() })
+	return srv.URL + target.Path, gone
+}
+
+// A downstream that answers server/discover on an SSE stream it keeps open
+// is left as soon as the answer has come, and is not taken for silent.
+// Before, the SDK's drain of the body held the stream until the connect
+// context ended or the bound fired, which marked the server silent: a
+// listing slower than the bound was enough (this test's listing waits for
+// the stream to be left, and failed after 20 s).
+func TestDiscoverBound_AnswerOnAHeldStreamKeeps2026(t *testing.T) {
+	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
+	u, left := heldAnswerHTTP(t, d.URL)
+	env := newTestGateway(t, 30*time.Second, ConnectorSpec{ID: "s", URL: u})
+	c := env.g.lookup("s")
+	// A bound far past the wait below: only the answer can end the stream.
+	c.discover.timeout = 10 * time.Minute
+	if _, err := env.g.Tools(context.Background(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	<-left
+	if v := env.g.ConnectorStates()["s"].ProtocolVersion; v != statelessProtocolVersion || c.discover.silent.Load() {
+		t.Fatalf("protocolVersion %q, silent %v", v, c.discover.silent.Load())
+	}
+}
+
+// answerWatch sees the answer whatever the stream's chunking, and only the
+// answer to its own id.
+func TestAnswerWatch_FindsItsAnswerInAnyChunking(t *testing.T) {
+	stream := ": hi\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\r\n\r\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{}}\n\n" +
+		"event: other\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\n" + "data: \"id\":7,\"result\":{}}\n\n" + "data: trailing"
+	want := strings.Index(stream, "data: trailing")
+	id, _ := jsonrpc.MakeID(float64(7))
+	for size := 1; size <= len(stream); size++ {
+		w := &answerWatch{id: id}
+		end := -1
+		for off := 0; off < len(stream) && end < 0; off += size {
+			chunk := stream[off:min(off+size, len(stream))]
+			if w.feed([]byte(chunk)) {
+				end = off + len(chunk)
+			}
+		}
+		if end < want || end > want+size {
+			t.Fatalf("chunks of %d: answer seen at byte %d, want at %d", size, end, want)
+		}
+	}
+}
+
+func FuzzAnswerWatch(f *testing.F) {
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"), uint8(3))
+	f.Add([]byte("event: x\r\ndata:\r\n\r\n:\n"), uint8(1))
+	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
+		id, _ := jsonrpc.MakeID(float64(1))
+		w := &answerWatch{id: id}
+		step := int(size) + 1
+		for off := 0; off < len(stream); off += step {
+			if w.feed(stream[off:min(off+step, len(stream))]) {
+				return
+			}
+			if len(w.line)+len(w.data) > 2*maxWatchedEvent+step {
+				t.Fatalf("watch holds %d bytes", len(w.line)+len(w.data))
+			}
+		}
+	})
 }
