@@ -142,9 +142,12 @@ func Start(t testing.TB, opts Options) *Provider {
 	if err := checkInstalled(dir); err != nil {
 		Missing(t, "%v", err)
 	}
-	p, err := start(node, dir, opts)
+	p, retried, err := start(node, dir, opts)
 	if err != nil {
 		t.Fatalf("start oidc-provider: %v", err)
+	}
+	for _, err := range retried {
+		t.Logf("oidc-provider started on a retry; before: %v", err)
 	}
 	t.Cleanup(p.Stop)
 	return p
@@ -161,7 +164,8 @@ func Run(opts Options) (*Provider, error) {
 	if err := checkInstalled(dir); err != nil {
 		return nil, fmt.Errorf("%v; run `make oidc-provider`", err)
 	}
-	return start(node, dir, opts)
+	p, _, err := start(node, dir, opts)
+	return p, err
 }
 
 func checkInstalled(dir string) error {
@@ -194,16 +198,18 @@ func checkInstalled(dir string) error {
 // errNoListen is a start that neither listened nor exited in time.
 var errNoListen = errors.New("did not listen")
 
-func start(node, dir string, opts Options) (*Provider, error) {
+// start returns the provider and the starts that did not listen before it
+// (the caller logs them: a retry that hides a hang is still reported).
+func start(node, dir string, opts Options) (*Provider, []error, error) {
 	var errs []error
 	for range startAttempts {
 		p, err := startOnce(node, dir, opts)
 		if err == nil || !errors.Is(err, errNoListen) {
-			return p, err
+			return p, errs, err
 		}
 		errs = append(errs, err)
 	}
-	return nil, errors.Join(errs...)
+	return nil, nil, errors.Join(errs...)
 }
 
 func startOnce(node, dir string, opts Options) (*Provider, error) {
