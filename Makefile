@@ -114,17 +114,26 @@ test-long: child
 # fuzz: run every fuzz target briefly (go test -fuzz takes one target per run).
 FUZZTIME ?= 5s
 # A run that ends with "context deadline exceeded" and no failing input is
-# go test -fuzz missing its own -fuzztime deadline under load, not a finding:
-# it is run once more; a failing input always fails.
+# go test -fuzz missing its own -fuzztime deadline under load, not a finding
+# (a race in Go's fuzzing coordinator, go.dev/issue/75804, fixed in Go
+# 1.27): it is run again, up to FUZZTRIES runs in all. One retry left it a
+# CI failure whenever two runs of one target in a row hit it, which a
+# loaded machine makes likelier (1 of the 84 target runs of two CI logs
+# hit it once). A failing input, or any other failure, always fails.
+FUZZTRIES ?= 4
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-			out=$$($(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { \
+			try=1; \
+			until out=$$($(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); do \
 				case "$$out" in *"Failing input written"*) echo "$$out"; exit 1;; \
-				*"context deadline exceeded"*) echo "$$out"; echo "fuzz $$f: the coordinator's deadline passed with no failing input (a go test -fuzz flake on a loaded machine): once more"; \
-					out=$$($(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { echo "$$out"; exit 1; };; \
-				*) echo "$$out"; exit 1;; esac; }; \
+				*"context deadline exceeded"*) echo "$$out"; \
+					if [ $$try -ge $(FUZZTRIES) ]; then echo "fuzz $$f: the coordinator's deadline passed in $$try runs of $(FUZZTRIES)"; exit 1; fi; \
+					try=$$((try + 1)); \
+					echo "fuzz $$f: the coordinator's deadline passed with no failing input (a go test -fuzz flake on a loaded machine): run $$try of $(FUZZTRIES)";; \
+				*) echo "$$out"; exit 1;; esac; \
+			done; \
 		done; \
 	done
 

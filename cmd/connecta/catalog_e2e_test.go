@@ -91,7 +91,11 @@ func TestCatalogPersisted_RestartWithTheDownstreamStopped(t *testing.T) {
 	}
 	fixture := startCatalogFixture(t)
 	fixture.put("list_items", "Lists the items of a project.")
-	yaml := fmt.Sprintf("store: {url: \"sqlite:%s\"}\nexecutor: {spares: 0}\ncatalog: {ttlMs: 1000, staleMs: 6000}\nconnectors:\n  - id: remote\n    url: %s\n",
+	// staleMs is the window for the kill, the wait past ttlMs, the second
+	// start and its first search, all on real clocks: a loaded machine can
+	// take several seconds over a start, and past staleMs there is nothing
+	// stale left to find.
+	yaml := fmt.Sprintf("store: {url: \"sqlite:%s\"}\nexecutor: {spares: 0}\ncatalog: {ttlMs: 1000, staleMs: 20000}\nconnectors:\n  - id: remote\n    url: %s\n",
 		filepath.Join(t.TempDir(), "state.db"), fixture.url)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -120,7 +124,7 @@ func TestCatalogPersisted_RestartWithTheDownstreamStopped(t *testing.T) {
 	if text, isErr, err := callTool(ctx, cs, "remote.list_items"); err != nil || !isErr || !strings.Contains(text, "unavailable") {
 		t.Fatalf("call with the downstream down: %s %v", text, err)
 	}
-	eventually(t, 30*time.Second, "the catalog to pass staleMs", func() bool {
+	eventually(t, 60*time.Second, "the catalog to pass staleMs", func() bool {
 		return second.catalogHealth(t).ConnectorStates["remote"].Catalog.State == "none"
 	})
 	if got := search(cs); strings.Contains(got, "remote.list_items") {

@@ -192,14 +192,15 @@ func (b *browser) navigating(what string, action chromedp.Action[chromedp.Void])
 	b.t.Helper()
 	run(b, chromedp.Evaluate[bool](`window.__stale = true`))
 	b.do(action)
-	sel := what
-	for i := 0; i < 200; i++ {
+	// A deadline, not a count of polls: each poll is a DevTools round trip,
+	// whose time a loaded machine stretches.
+	for deadline := time.Now().Add(stepTimeout); time.Now().Before(deadline); {
 		if run(b, chromedp.Evaluate[bool](`!window.__stale && document.readyState === "complete"`)) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	b.fatal(errors.New("no new page after " + sel))
+	b.fatal(errors.New("no new page after " + what))
 }
 
 func (b *browser) screenshot(name string) {
@@ -217,7 +218,10 @@ func (b *browser) screenshot(name string) {
 // consent form) until the browser is back on connecta.
 func (b *browser) provider(account string) {
 	b.t.Helper()
-	for i := 0; i < 40; i++ {
+	// Two forms and their redirects, each a real page load: bounded by a
+	// deadline rather than by 40 polls (6 s), which a loaded machine can
+	// spend on the provider's pages alone.
+	for deadline := time.Now().Add(2 * stepTimeout); time.Now().Before(deadline); {
 		if strings.HasPrefix(b.location(), b.h.base) {
 			return
 		}

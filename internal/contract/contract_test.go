@@ -305,7 +305,7 @@ var contractCases = []contractCase{
 				t.Fatal("connector hit more than the budget")
 			}
 		}},
-	{name: "L4_E2_HostCallDeadlineTimeout", ep: epTight, code: `async () => { try { await connecta.call("reader.hang") } catch (e) { return [e.code, e.retryable] } }`,
+	{name: "L4_E2_HostCallDeadlineTimeout", ep: epDeadline, code: `async () => { try { await connecta.call("reader.hang") } catch (e) { return [e.code, e.retryable] } }`,
 		check: func(t *testing.T, c *check) { c.result(t, `["timeout",true]`) }},
 	{name: "L6_X10_OverBoundResultNamesAddress", code: `async () => { let m; try { await connecta.call("reader.big", { n: 400000 }) } catch (e) { m = [e.message, e.code] } return [m, await connecta.call("reader.big", { n: 2 })] }`,
 		check: func(t *testing.T, c *check) {
@@ -567,7 +567,7 @@ func e2Retryable(c *check) bool {
 func TestContractCases(t *testing.T) {
 	e := testEnv(t)
 	clients := map[string]*mcp.ClientSession{}
-	for _, ep := range []string{epDefault, epTight} {
+	for _, ep := range []string{epDefault, epTight, epDeadline} {
 		clients[ep] = e.client(t, ep)
 	}
 	// Cases share one fixture and one activity log: they run one at a time.

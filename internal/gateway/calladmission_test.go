@@ -224,7 +224,7 @@ connecta_downstream_admissions_total{connector="t",outcome="rejected"} 0
 func TestCallAdmission_MetricsAtZeroFromStart(t *testing.T) {
 	spec := inProcessSpec("t", nil)
 	spec.Admission = &CallAdmission{MaxConcurrency: 2, MaxQueueSize: 1, QueueTimeout: time.Second, RetryAfter: time.Second}
-	env := newTestGateway(t, time.Second, spec)
+	env := newTestGateway(t, 30*time.Second, spec) // no deadline under test: the calls must succeed
 	mfs, err := env.registry.Gather()
 	if err != nil {
 		t.Fatal(err)

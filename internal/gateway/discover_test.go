@@ -94,10 +94,12 @@ func silentDiscoverHTTP(t *testing.T, stream bool) (url string, swallowed func()
 
 // bounded is a gateway with one connector whose discover bound is short
 // beside the call deadline: an unbounded discover would take the whole
-// deadline and the call would fail.
+// deadline and the call would fail. The deadline is roomy: within it the
+// fallback also starts a process or connects again, which a loaded machine
+// (-race) can stretch past a few seconds.
 func bounded(t *testing.T, spec ConnectorSpec) *testEnv {
 	t.Helper()
-	env := newTestGateway(t, 5*time.Second, spec)
+	env := newTestGateway(t, 30*time.Second, spec)
 	env.g.lookup(spec.ID).discover.timeout = 300 * time.Millisecond
 	return env
 }
@@ -162,8 +164,11 @@ func TestDiscoverBound_StdioSilentServerFallsBackToInitialize(t *testing.T) {
 func TestDiscoverBound_AnsweredDiscoverKeeps2026(t *testing.T) {
 	d := newVersionedHTTP(t, []string{"2026-07-28"}, true)
 	env := bounded(t, ConnectorSpec{ID: "s", URL: d.URL})
-	callTool(t, env, "s.echo")
 	c := env.g.lookup("s")
+	// A bound the answer is sure to beat on a loaded machine: 300 ms is
+	// one a starved downstream can miss, and it would then be silent.
+	c.discover.timeout = 20 * time.Second
+	callTool(t, env, "s.echo")
 	if v := env.g.ConnectorStates()["s"].ProtocolVersion; v != statelessProtocolVersion || c.discover.silent.Load() {
 		t.Fatalf("protocolVersion %q, silent %v", v, c.discover.silent.Load())
 	}

@@ -338,7 +338,18 @@ func TestE2_ClassifiesHTTPFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMisbehavingHTTP(t)
-			env := newTestGateway(t, 2*time.Second, ConnectorSpec{ID: "h", URL: m.url()})
+			// Only the hanging call's deadline is under test; the others
+			// get one a loaded machine (-race) cannot spend before the
+			// fault. The catalog is listed before the fault is set, so the
+			// hanging call's 2 s are spent on the call alone.
+			timeout := 30 * time.Second
+			if tc.code == CodeTimeout {
+				timeout = 2 * time.Second
+			}
+			env := newTestGateway(t, timeout, ConnectorSpec{ID: "h", URL: m.url()})
+			if _, err := env.g.Tools(context.Background(), "h"); err != nil {
+				t.Fatal(err)
+			}
 			m.set(tc.mode)
 			res, gerr := env.call(t, "h.read_items", "", false)
 			if gerr == nil {
@@ -639,7 +650,8 @@ func transportDetail(e *Error, key string) string {
 func TestE3_RejectedAtInitializeIsAuthRequired(t *testing.T) {
 	m := newMisbehavingHTTP(t)
 	m.set("all:status=401")
-	env := newTestGateway(t, 2*time.Second, ConnectorSpec{ID: "h", URL: m.url(),
+	// No deadline under test: the refusal must come before it.
+	env := newTestGateway(t, 30*time.Second, ConnectorSpec{ID: "h", URL: m.url(),
 		Headers: map[string]string{"Authorization": "Bearer wrong"}, CredentialRefs: []string{"${credential:h-token}"}})
 	res, gerr := env.call(t, "h.read_items", "", false)
 	if gerr == nil || gerr.Code != CodeAuthRequired || gerr.Detail("recovery") != "operator_config" || gerr.Detail("operation") != "h.read_items" {
@@ -658,7 +670,7 @@ func TestE3_RejectedAtInitializeIsAuthRequired(t *testing.T) {
 
 func TestE2_RefusedAfterCatalogIsUnavailable(t *testing.T) {
 	m := newMisbehavingHTTP(t)
-	env := newTestGateway(t, 2*time.Second, ConnectorSpec{ID: "h", URL: m.url()})
+	env := newTestGateway(t, 30*time.Second, ConnectorSpec{ID: "h", URL: m.url()}) // no deadline under test
 	if _, gerr := env.call(t, "h.read_items", "", false); gerr != nil {
 		t.Fatal(errJSON(t, gerr))
 	}

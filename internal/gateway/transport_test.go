@@ -104,7 +104,10 @@ func TestAuthorize(t *testing.T) {
 func TestClose_EndsEveryGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	m := newMisbehavingHTTP(t)
-	env := newTestGateway(t, 2*time.Second, inProcessSpec("t", nil), ConnectorSpec{ID: "h", URL: m.url()}, stdioSpec("s"))
+	// No deadline is under test: the stdio server is a process started
+	// inside the first call's deadline, which a loaded machine (-race) can
+	// spend past 2 s.
+	env := newTestGateway(t, 30*time.Second, inProcessSpec("t", nil), ConnectorSpec{ID: "h", URL: m.url()}, stdioSpec("s"))
 	for _, a := range []string{"t.read_items", "h.read_items", "s.read_items"} {
 		if _, gerr := env.call(t, a, "", false); gerr != nil {
 			t.Fatal(errJSON(t, gerr))

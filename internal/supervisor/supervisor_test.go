@@ -162,7 +162,7 @@ func assertNoChildren(t *testing.T) {
 
 func assertGoroutinesBack(t *testing.T, base int) {
 	t.Helper()
-	testkit.GoroutinesAtMost(t, 3*time.Second, base)
+	testkit.GoroutinesAtMost(t, 10*time.Second, base) // a leak never ends; a loaded machine is only slow
 }
 
 func run(t *testing.T, p *Pool, code string, h Host, lim Limits) (*Result, error) {

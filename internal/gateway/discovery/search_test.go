@@ -548,7 +548,7 @@ func TestS1_CancelledSearchEndsEveryGoroutine(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool { return f.inFlight.Load() >= 3 }, "the three catalog loads never started")
 	cancel()
 	wantCode(t, <-done, gateway.CodeCancelled)
-	testkit.GoroutinesAtMost(t, time.Second, before)
+	testkit.GoroutinesAtMost(t, 10*time.Second, before) // a leak never ends; a loaded machine is only slow
 }
 
 func TestS1_NoHTMLEscapingAndNoScores(t *testing.T) {
