@@ -27,7 +27,13 @@ func askingServer(answers chan<- error, quit <-chan struct{}) *mcp.Server {
 				answers <- errors.New("does not support CreateMessage: not asked mid-call")
 				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{}}}}, nil
 			}
-			_, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			// connecta ends the call as soon as it sees the request, and that
+			// cancellation races the SDK's answer to it: wait for the answer
+			// on a context the call's end does not cancel (bounded: an
+			// unanswered request fails the test, after a while).
+			askCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_, err := req.Session.CreateMessage(askCtx, &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
 			answers <- err
 			select {
 			case <-ctx.Done():
