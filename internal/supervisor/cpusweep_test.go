@@ -125,12 +125,21 @@ func TestL5_BudgetBindsOnEveryBuiltin(t *testing.T) {
 	requireEngine(t, p)
 	const perRun = 150 // under the 200 console entries a run keeps
 	var ends []sweepEnd
-	calls, runs := 0, 0
+	calls, runs, setupEnds := 0, 0, 0
 	for from, total := 0, math.MaxInt; from < total; runs++ { // the total is learnt from a run that completes
 		code := fmt.Sprintf(sweepProgram, from, perRun, filterJSON)
 		res, err := run(t, p, code, newTestHost(), Limits{CPUTime: budget})
 		if err != nil {
 			t.Fatalf("from %d: %v", from, err)
+		}
+		// The program's setup (its 16 MiB string and typed array) shares
+		// the run's budget, and a loaded machine once took it all before
+		// the first call (-race, 4 CPU hogs): no call ran, so the run is
+		// run again, a few times at most.
+		if res.Err != nil && res.Err.Kind == ErrCPU && res.Logs == "" && setupEnds < 3 {
+			setupEnds++
+			t.Logf("from %d: the budget ended in the setup, before any call (%v of child CPU): once more", from, res.ChildCPU)
+			continue
 		}
 		if res.Err == nil {
 			var v struct{ Next, Total int }
