@@ -70,7 +70,7 @@ func (b *discoverBound) roundTrip(base http.RoundTripper, req *http.Request) (*h
 	body := &discoverBody{rc: resp.Body, stop: func() { timer.Stop(); cancel() }, timedOut: timedOut,
 		late: func(started bool) []byte { return b.errorBytes(id, sse, started) }}
 	if sse {
-		body.watch = &answerWatch{id: id}
+		body.watch = newAnswerWatch(id)
 	}
 	resp.Body = body
 	return resp, nil
@@ -164,63 +164,29 @@ func (d *discoverBody) Close() error {
 // the stream is read to its end (or to the bound) as before.
 const maxWatchedEvent = 1 << 20
 
-// answerWatch follows an SSE stream's events (lines ending in LF or CRLF;
-// data lines joined, comments and fields other than event and data
-// ignored) and reports the one carrying the JSON-RPC response to id.
+// answerWatch follows an SSE stream's events and reports the one, named
+// "message" or not named (as the SDK reads them), carrying the JSON-RPC
+// response to id.
 type answerWatch struct {
-	id    jsonrpc.ID
-	line  []byte // the line read so far
-	data  []byte // the event's data so far
-	event string // the event's name ("" is "message")
-	off   bool   // gave up: an event past maxWatchedEvent
+	id     jsonrpc.ID
+	events rawmcp.Events
+}
+
+func newAnswerWatch(id jsonrpc.ID) *answerWatch {
+	return &answerWatch{id: id, events: rawmcp.Events{Max: maxWatchedEvent}}
 }
 
 // feed reads more of the stream and reports whether an event in it ended
 // as the answer.
 func (w *answerWatch) feed(p []byte) bool {
-	for !w.off && len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.line = append(w.line, p...)
-			w.off = len(w.line)+len(w.data) > maxWatchedEvent
+	return w.events.Feed(p, func(name string, data []byte) bool {
+		if name != "" && name != "message" {
 			return false
 		}
-		w.line = append(w.line, p[:i]...)
-		p = p[i+1:]
-		line := bytes.TrimSuffix(w.line, []byte("\r"))
-		w.line = w.line[:0]
-		if len(line) == 0 {
-			if w.dispatch() {
-				return true
-			}
-			continue
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			if len(w.data) > 0 {
-				w.data = append(w.data, '\n')
-			}
-			w.data = append(w.data, value...)
-			w.off = len(w.data) > maxWatchedEvent
-		case "event":
-			w.event = string(value)
-		}
-	}
-	return false
-}
-
-// dispatch ends an event and reports whether it answered the discover.
-func (w *answerWatch) dispatch() bool {
-	data, event := w.data, w.event
-	w.data, w.event = w.data[:0], ""
-	if len(data) == 0 || (event != "" && event != "message") {
-		return false
-	}
-	msg, err := jsonrpc.DecodeMessage(data)
-	resp, ok := msg.(*jsonrpc.Response)
-	return err == nil && ok && resp.ID == w.id
+		msg, err := jsonrpc.DecodeMessage(data)
+		resp, ok := msg.(*jsonrpc.Response)
+		return err == nil && ok && resp.ID == w.id
+	})
 }
 
 // requestID is the JSON-RPC id of a POST's body.

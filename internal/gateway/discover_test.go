@@ -271,7 +271,7 @@ func TestAnswerWatch_FindsItsAnswerInAnyChunking(t *testing.T) {
 	want := strings.Index(stream, "data: trailing")
 	id, _ := jsonrpc.MakeID(float64(7))
 	for size := 1; size <= len(stream); size++ {
-		w := &answerWatch{id: id}
+		w := newAnswerWatch(id)
 		end := -1
 		for off := 0; off < len(stream) && end < 0; off += size {
 			chunk := stream[off:min(off+size, len(stream))]
@@ -290,14 +290,14 @@ func FuzzAnswerWatch(f *testing.F) {
 	f.Add([]byte("event: x\r\ndata:\r\n\r\n:\n"), uint8(1))
 	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
 		id, _ := jsonrpc.MakeID(float64(1))
-		w := &answerWatch{id: id}
+		w := newAnswerWatch(id)
 		step := int(size) + 1
 		for off := 0; off < len(stream); off += step {
 			if w.feed(stream[off:min(off+step, len(stream))]) {
 				return
 			}
-			if len(w.line)+len(w.data) > 2*maxWatchedEvent+step {
-				t.Fatalf("watch holds %d bytes", len(w.line)+len(w.data))
+			if w.events.Held() > 2*maxWatchedEvent+step {
+				t.Fatalf("watch holds %d bytes", w.events.Held())
 			}
 		}
 	})

@@ -1,7 +1,6 @@
 package rawmcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -74,8 +73,8 @@ type rawSniffer struct {
 	// session is the request's Mcp-Session-Id: input request IDs are the
 	// downstream session's.
 	session string
-	buf     []byte // JSON: the whole body; SSE: the unterminated line
-	data    bytes.Buffer
+	buf     []byte // JSON: the whole body
+	events  Events // SSE
 	done    bool
 }
 
@@ -83,18 +82,14 @@ func (s *rawSniffer) Read(p []byte) (int, error) {
 	n, err := s.rc.Read(p)
 	if !s.done && n > 0 {
 		if s.sse {
-			s.feedSSE(p[:n])
+			s.events.Feed(p[:n], s.event)
 		} else {
 			s.buf = append(s.buf, p[:n]...)
 		}
 	}
 	if err == io.EOF && !s.done {
 		if s.sse {
-			if len(s.buf) > 0 {
-				s.line(s.buf)
-				s.buf = nil
-			}
-			s.event()
+			s.events.End(s.event)
 		} else {
 			s.match(s.buf)
 			s.buf = nil
@@ -106,42 +101,11 @@ func (s *rawSniffer) Read(p []byte) (int, error) {
 
 func (s *rawSniffer) Close() error { return s.rc.Close() }
 
-func (s *rawSniffer) feedSSE(chunk []byte) {
-	s.buf = append(s.buf, chunk...)
-	for !s.done {
-		i := bytes.IndexByte(s.buf, '\n')
-		if i < 0 {
-			return
-		}
-		line := bytes.TrimSuffix(s.buf[:i], []byte("\r"))
-		rest := s.buf[i+1:]
-		s.line(line)
-		if s.done {
-			return
-		}
-		s.buf = rest
-	}
-}
-
-func (s *rawSniffer) line(line []byte) {
-	if len(line) == 0 {
-		s.event()
-		return
-	}
-	if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-		v = bytes.TrimPrefix(v, []byte(" "))
-		if s.data.Len() > 0 {
-			s.data.WriteByte('\n')
-		}
-		s.data.Write(v)
-	}
-}
-
-func (s *rawSniffer) event() {
-	if s.data.Len() > 0 {
-		s.match(s.data.Bytes())
-		s.data.Reset()
-	}
+// event matches an SSE event's data, whatever the event's name, and
+// reports whether it was the response.
+func (s *rawSniffer) event(_ string, data []byte) bool {
+	s.match(data)
+	return s.done
 }
 
 // match stores msg's result when it is the response to our request, and
