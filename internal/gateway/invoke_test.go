@@ -338,18 +338,7 @@ func TestE2_ClassifiesHTTPFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMisbehavingHTTP(t)
-			// Only the hanging call's deadline is under test; the others
-			// get one a loaded machine (-race) cannot spend before the
-			// fault. The catalog is listed before the fault is set, so the
-			// hanging call's 2 s are spent on the call alone.
-			timeout := 30 * time.Second
-			if tc.code == CodeTimeout {
-				timeout = 2 * time.Second
-			}
-			env := newTestGateway(t, timeout, ConnectorSpec{ID: "h", URL: m.url()})
-			if _, err := env.g.Tools(context.Background(), "h"); err != nil {
-				t.Fatal(err)
-			}
+			env := listedGateway(t, m, tc.code == CodeTimeout, 2*time.Second)
 			m.set(tc.mode)
 			res, gerr := env.call(t, "h.read_items", "", false)
 			if gerr == nil {
@@ -749,6 +738,23 @@ func TestCatalog_ListChangedOverHTTP(t *testing.T) {
 	}, "list_changed (standalone SSE) never invalidated the catalog")
 }
 
+// listedGateway is a gateway on m's downstream whose catalog is listed
+// before the test sets a fault, so that a call's deadline is spent on the
+// call alone. Only a test of the deadline itself (underTest) gets the
+// short one; the others get one a loaded machine (-race) cannot spend.
+func listedGateway(t *testing.T, m *misbehavingHTTP, underTest bool, short time.Duration) *testEnv {
+	t.Helper()
+	timeout := 30 * time.Second
+	if underTest {
+		timeout = short
+	}
+	env := newTestGateway(t, timeout, ConnectorSpec{ID: "h", URL: m.url()})
+	if _, err := env.g.Tools(context.Background(), "h"); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
 func TestY1_OneDownstreamAttemptPerCall(t *testing.T) {
 	cases := []struct{ mode, address string }{
 		{"call:status=503", "h.read_items"},
@@ -760,18 +766,7 @@ func TestY1_OneDownstreamAttemptPerCall(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.mode+tc.address, func(t *testing.T) {
 			m := newMisbehavingHTTP(t)
-			// Only the hanging call needs a short deadline; the others get
-			// one a loaded machine (-race) cannot spend before the POST.
-			timeout := 20 * time.Second
-			if tc.mode == "call:hang" {
-				timeout = 500 * time.Millisecond
-			}
-			env := newTestGateway(t, timeout, ConnectorSpec{ID: "h", URL: m.url()})
-			// The catalog is listed before the fault is set, so the one
-			// call's deadline is spent on the call alone.
-			if _, err := env.g.Tools(context.Background(), "h"); err != nil {
-				t.Fatal(err)
-			}
+			env := listedGateway(t, m, tc.mode == "call:hang", 500*time.Millisecond)
 			m.set(tc.mode)
 			res, gerr := env.call(t, tc.address, "", false)
 			if gerr == nil || !gerr.Retryable {
